@@ -1,0 +1,8 @@
+DROP TABLE IF EXISTS audit_log;
+DROP TABLE IF EXISTS operator_tokens;
+DROP TABLE IF EXISTS api_key_secrets;
+DROP TABLE IF EXISTS api_keys;
+DROP TABLE IF EXISTS users;
+DROP TABLE IF EXISTS plan_limits;
+DROP TABLE IF EXISTS plans;
+DROP FUNCTION IF EXISTS sluice_notify_change();

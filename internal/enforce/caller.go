@@ -1,0 +1,37 @@
+package enforce
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// ErrInvalidKey means a presented API key is malformed, unknown, revoked or
+// expired. The middleware answers 401 and never falls back to the anonymous
+// plan.
+var ErrInvalidKey = errors.New("invalid API key")
+
+// Caller is who a request comes from and which limits apply to it.
+type Caller struct {
+	// Subject names the caller's counters: "key:<id>" or "ip:<addr>".
+	Subject string
+	// KeyID and UserID are zero for anonymous callers.
+	KeyID  int64
+	UserID int64
+	// Plan is the slug of the plan whose limits apply.
+	Plan string
+	// Limits holds every limit of the plan, plan-wide (Route "") and
+	// per-endpoint; the middleware keeps those that match the request.
+	Limits []Limit
+}
+
+// Resolver turns a request's credentials into a Caller. The control plane
+// implements it over its in-memory snapshot; it runs on every request, so it
+// must not do network I/O.
+type Resolver interface {
+	// ResolveKey resolves a presented API key secret, or returns an error
+	// wrapping ErrInvalidKey.
+	ResolveKey(secret string) (Caller, error)
+	// Anonymous returns the caller for a request without a key, limited by
+	// client address.
+	Anonymous(ip netip.Addr) Caller
+}

@@ -1,0 +1,135 @@
+// Package enforce is Sluice's enforcement engine: the five rate-limit
+// algorithms, the stores that hold their state (Redis for many instances, memory
+// for one), and the net/http middleware that identifies a caller, decides, and
+// writes the standard rate-limit headers.
+package enforce
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Algorithm names a rate-limit algorithm. The string values are the ones stored
+// in Postgres and accepted by the admin API.
+type Algorithm string
+
+// The five algorithms. DESIGN.md gives their semantics; both stores implement
+// each one identically.
+const (
+	FixedWindow          Algorithm = "fixed_window"
+	SlidingWindowLog     Algorithm = "sliding_window_log"
+	SlidingWindowCounter Algorithm = "sliding_window_counter"
+	TokenBucket          Algorithm = "token_bucket"
+	LeakyBucket          Algorithm = "leaky_bucket"
+)
+
+// Algorithms lists every algorithm, in the order the UI and docs show them.
+var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket}
+
+// Valid reports whether a is one of the five algorithms.
+func (a Algorithm) Valid() bool {
+	for _, known := range Algorithms {
+		if a == known {
+			return true
+		}
+	}
+	return false
+}
+
+// Mode says what happens to a request over a limit.
+type Mode string
+
+const (
+	// ModeReject answers 429 Too Many Requests.
+	ModeReject Mode = "reject"
+	// ModeQueue makes the request wait its turn (leaky bucket shaping); for an
+	// asynchronous endpoint the handler answers 202 with a job URL.
+	ModeQueue Mode = "queue"
+	// ModeDegrade lets the handler serve a reduced or cached answer, marked in
+	// a response header.
+	ModeDegrade Mode = "degrade"
+)
+
+// Modes lists every mode.
+var Modes = []Mode{ModeReject, ModeQueue, ModeDegrade}
+
+// Valid reports whether m is a known mode.
+func (m Mode) Valid() bool {
+	return m == ModeReject || m == ModeQueue || m == ModeDegrade
+}
+
+// Limit is one layer of rate limiting: how many units of cost a subject may
+// spend per Window, under one algorithm.
+type Limit struct {
+	// Name identifies the limit in the RateLimit-Policy header (e.g.
+	// "pro-search") and names its counters; unique among the limits of one
+	// decision.
+	Name      string
+	Algorithm Algorithm
+	// Limit is the number of cost units admitted per Window (the refill or
+	// leak rate for the bucket algorithms is Limit/Window).
+	Limit  int64
+	Window time.Duration
+	// Burst is the bucket capacity for token_bucket (0 means Limit) and the
+	// queue depth in requests for leaky_bucket (0 means no queueing beyond the
+	// steady rate). Other algorithms ignore it.
+	Burst int64
+	// Cost is what one request spends (0 means 1).
+	Cost int64
+	// Mode is what happens over the limit ("" means ModeReject).
+	Mode Mode
+	// Route is the ServeMux pattern this limit applies to, e.g.
+	// "GET /api/items/{id}"; "" applies to every request (a plan-wide limit).
+	// The stores ignore it; the middleware filters on it.
+	Route string
+}
+
+// ErrStoreUnavailable is returned (wrapped) by a store that cannot reach its
+// backend; the failure-mode policy decides what the request gets.
+var ErrStoreUnavailable = errors.New("rate-limit store unavailable")
+
+// Store keeps the state of every limit and makes atomic decisions over it.
+//
+// Allow checks and consumes every limit of one request in one atomic step:
+// all or nothing, so a request rejected by one limit consumes nothing from the
+// others. Peek evaluates the same limits without consuming anything.
+// All state of one subject lives under one Redis Cluster hash tag.
+type Store interface {
+	Allow(ctx context.Context, req Request) (Decision, error)
+	Peek(ctx context.Context, req Request) (Decision, error)
+}
+
+// Request is one decision's input.
+type Request struct {
+	// Subject identifies who is limited: "key:<id>" for an API key, "ip:<addr>"
+	// for an anonymous caller.
+	Subject string
+	// Route is the matched ServeMux pattern; it labels usage statistics.
+	Route  string
+	Limits []Limit
+}
+
+// Decision is the outcome of Allow or Peek.
+type Decision struct {
+	// Allowed is true when every limit admitted the request.
+	Allowed bool
+	// Layers holds one result per limit of the request, in the same order.
+	Layers []LayerResult
+	// Delay is how long an admitted request must wait before it proceeds
+	// (a leaky bucket in queue mode); zero otherwise.
+	Delay time.Duration
+}
+
+// LayerResult is one limit's part of a Decision.
+type LayerResult struct {
+	Limit     Limit
+	Allowed   bool
+	Remaining int64
+	// ResetAfter is how long until the limit is fully available again (the
+	// window ends, the bucket refills).
+	ResetAfter time.Duration
+	// RetryAfter is how long until a rejected request could be admitted;
+	// zero when Allowed.
+	RetryAfter time.Duration
+}
