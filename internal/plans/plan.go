@@ -1,0 +1,207 @@
+// Package plans holds Sluice's plans and their limit tiers: the domain types,
+// the validation rules, and the Postgres repository behind them. A plan's
+// limits are either plan-wide (Route "") or per-endpoint tiers keyed by the
+// ServeMux pattern the protected API serves.
+package plans
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// Errors returned (wrapped) by the Service. Validation problems are reported
+// as *ValidationError instead.
+var (
+	// ErrNotFound means no plan or limit has the given id or slug.
+	ErrNotFound = errors.New("plan not found")
+	// ErrConflict means the version the caller read is stale: someone else
+	// changed the plan since. Re-read it and apply the edit again.
+	ErrConflict = errors.New("plan was changed by someone else")
+	// ErrSlugTaken means another plan already uses the slug.
+	ErrSlugTaken = errors.New("plan slug already taken")
+	// ErrInUse means the plan cannot be deleted because API keys or developers
+	// use it, or because it is the default or anonymous plan.
+	ErrInUse = errors.New("plan is in use")
+)
+
+// Plan is a named set of limits that applies to the developers and keys
+// assigned to it.
+type Plan struct {
+	ID          int64  `json:"id"`
+	Slug        string `json:"slug"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// IsDefault marks the plan new developers get (at most one plan).
+	IsDefault bool `json:"is_default"`
+	// IsAnonymous marks the plan for callers without a key (at most one plan).
+	IsAnonymous bool `json:"is_anonymous"`
+	// IsPublic lists the plan in the generated docs' comparison.
+	IsPublic bool `json:"is_public"`
+	// Version is what an edit must name (optimistic concurrency); every change
+	// to the plan or one of its limits increments it.
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Limits are in their display order (Position).
+	Limits []Limit `json:"limits"`
+}
+
+// Limit is one limit tier of a plan.
+type Limit struct {
+	ID int64 `json:"id"`
+	// Name is unique within the plan; clients see "<plan>-<name>" in the
+	// RateLimit-Policy header.
+	Name string `json:"name"`
+	// Route is the ServeMux pattern the tier applies to, "" for plan-wide.
+	Route     string            `json:"route"`
+	Algorithm enforce.Algorithm `json:"algorithm"`
+	Limit     int64             `json:"limit"`
+	// Window is serialised as window_seconds.
+	Window   time.Duration `json:"-"`
+	Burst    int64         `json:"burst"`
+	Cost     int64         `json:"cost"`
+	Mode     enforce.Mode  `json:"mode"`
+	Position int           `json:"position"`
+}
+
+// MarshalJSON writes the window as whole seconds, the unit LimitInput takes,
+// so a Limit read from the API can be sent back as an input unchanged.
+func (l Limit) MarshalJSON() ([]byte, error) {
+	type plain Limit
+	return json.Marshal(struct {
+		plain
+		WindowSeconds int64 `json:"window_seconds"`
+	}{plain(l), int64(l.Window / time.Second)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (l *Limit) UnmarshalJSON(b []byte) error {
+	type plain Limit
+	var v struct {
+		plain
+		WindowSeconds int64 `json:"window_seconds"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*l = Limit(v.plain)
+	l.Window = time.Duration(v.WindowSeconds) * time.Second
+	return nil
+}
+
+// PolicyName is the name clients see for limit name in plan planSlug.
+func PolicyName(planSlug, limitName string) string {
+	return planSlug + "-" + limitName
+}
+
+// Enforce converts the tier into the engine's limit, named
+// "<planSlug>-<name>" so that two plans' counters never collide.
+func (l Limit) Enforce(planSlug string) enforce.Limit {
+	return enforce.Limit{
+		Name:      PolicyName(planSlug, l.Name),
+		Algorithm: l.Algorithm,
+		Limit:     l.Limit,
+		Window:    l.Window,
+		Burst:     l.Burst,
+		Cost:      l.Cost,
+		Mode:      l.Mode,
+		Route:     l.Route,
+	}
+}
+
+// Input returns the tier as the input that would create it.
+func (l Limit) Input() LimitInput {
+	return LimitInput{
+		Name:          l.Name,
+		Route:         l.Route,
+		Algorithm:     string(l.Algorithm),
+		Mode:          string(l.Mode),
+		Limit:         l.Limit,
+		WindowSeconds: int64(l.Window / time.Second),
+		Burst:         l.Burst,
+		Cost:          l.Cost,
+	}
+}
+
+// Input returns the plan as the input that would create it, for edits that
+// change one field and submit the rest unchanged.
+func (p Plan) Input() PlanInput {
+	in := PlanInput{
+		Slug:        p.Slug,
+		Name:        p.Name,
+		Description: p.Description,
+		IsDefault:   p.IsDefault,
+		IsAnonymous: p.IsAnonymous,
+		IsPublic:    p.IsPublic,
+		Limits:      make([]LimitInput, len(p.Limits)),
+	}
+	for i, l := range p.Limits {
+		in.Limits[i] = l.Input()
+	}
+	return in
+}
+
+// PlanInput is what an operator submits to create or replace a plan.
+type PlanInput struct {
+	Slug        string       `json:"slug"`
+	Name        string       `json:"name"`
+	Description string       `json:"description"`
+	IsDefault   bool         `json:"is_default"`
+	IsAnonymous bool         `json:"is_anonymous"`
+	IsPublic    bool         `json:"is_public"`
+	Limits      []LimitInput `json:"limits"`
+}
+
+// LimitInput is one submitted limit tier; also the shape of a key's limit
+// override. Cost 0 means 1 and Mode "" means "reject"; everything else must
+// be given.
+type LimitInput struct {
+	Name          string `json:"name"`
+	Route         string `json:"route"`
+	Algorithm     string `json:"algorithm"`
+	Mode          string `json:"mode"`
+	Limit         int64  `json:"limit"`
+	WindowSeconds int64  `json:"window_seconds"`
+	Burst         int64  `json:"burst"`
+	Cost          int64  `json:"cost"`
+}
+
+// normalized fills the documented defaults.
+func (in LimitInput) normalized() LimitInput {
+	if in.Cost == 0 {
+		in.Cost = 1
+	}
+	if in.Mode == "" {
+		in.Mode = string(enforce.ModeReject)
+	}
+	in.Name = strings.TrimSpace(in.Name)
+	in.Route = strings.TrimSpace(in.Route)
+	return in
+}
+
+// Enforce converts a (valid) input, such as a key's override, into the
+// engine's limit named "<planSlug>-<name>".
+func (in LimitInput) Enforce(planSlug string) enforce.Limit {
+	in = in.normalized()
+	return enforce.Limit{
+		Name:      PolicyName(planSlug, in.Name),
+		Algorithm: enforce.Algorithm(in.Algorithm),
+		Limit:     in.Limit,
+		Window:    time.Duration(in.WindowSeconds) * time.Second,
+		Burst:     in.Burst,
+		Cost:      in.Cost,
+		Mode:      enforce.Mode(in.Mode),
+		Route:     in.Route,
+	}
+}
+
+// PlanCounts is how many API keys and developers are assigned a plan
+// directly; a plan with either cannot be deleted.
+type PlanCounts struct {
+	Keys       int `json:"keys"`
+	Developers int `json:"developers"`
+}

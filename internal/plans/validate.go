@@ -1,0 +1,179 @@
+package plans
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// FieldError is one invalid field of an input.
+type FieldError struct {
+	// Field is the JSON path of the field, e.g. "slug" or
+	// "limits[2].window_seconds".
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists every invalid field of an input at once, so a form or
+// API client can show them all together. Nothing was written.
+type ValidationError struct {
+	Fields []FieldError `json:"fields"`
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return "invalid input: " + strings.Join(parts, "; ")
+}
+
+// Has reports whether field is among the errors; handy for tests and forms.
+func (e *ValidationError) Has(field string) bool {
+	for _, f := range e.Fields {
+		if f.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// Bounds enforced by Validate; the schema's CHECK constraints agree.
+const (
+	MaxNameLen        = 100
+	MaxDescriptionLen = 2000
+	MaxLimitsPerPlan  = 50
+	MinWindowSeconds  = 1
+	MaxWindowSeconds  = 31 * 24 * 60 * 60
+	MaxCost           = 1_000_000
+)
+
+var (
+	slugPattern      = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	limitNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+)
+
+// Validate checks a plan input against every rule and returns a
+// *ValidationError listing all invalid fields, or nil. routes are the
+// ServeMux patterns the protected API serves; a tier's route must be one of
+// them or "" (plan-wide).
+func Validate(in PlanInput, routes []string) error {
+	var errs []FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if !slugPattern.MatchString(in.Slug) {
+		add("slug", "must be 1 to 63 lowercase letters, digits or dashes, starting with a letter or digit")
+	}
+	if n := utf8.RuneCountInString(strings.TrimSpace(in.Name)); n < 1 || n > MaxNameLen {
+		add("name", "must be 1 to %d characters", MaxNameLen)
+	}
+	if utf8.RuneCountInString(in.Description) > MaxDescriptionLen {
+		add("description", "must be at most %d characters", MaxDescriptionLen)
+	}
+	if len(in.Limits) > MaxLimitsPerPlan {
+		add("limits", "at most %d limits per plan", MaxLimitsPerPlan)
+	}
+	errs = append(errs, ValidateLimits("limits", in.Limits, routes)...)
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+// ValidateLimits checks a list of limits (a plan's tiers, or a key's
+// overrides) under the JSON path field, including duplicates among them.
+func ValidateLimits(field string, limits []LimitInput, routes []string) []FieldError {
+	var errs []FieldError
+	type shape struct {
+		route, algorithm string
+		window           int64
+	}
+	names := map[string]int{}
+	shapes := map[shape]int{}
+	for i, l := range limits {
+		prefix := fmt.Sprintf("%s[%d].", field, i)
+		errs = append(errs, ValidateLimit(prefix, l, routes)...)
+		l = l.normalized()
+		if j, dup := names[l.Name]; dup && l.Name != "" {
+			errs = append(errs, FieldError{Field: prefix + "name",
+				Message: fmt.Sprintf("duplicates the name of %s[%d]", field, j)})
+		} else {
+			names[l.Name] = i
+		}
+		s := shape{l.Route, l.Algorithm, l.WindowSeconds}
+		if j, dup := shapes[s]; dup {
+			errs = append(errs, FieldError{Field: prefix + "route",
+				Message: fmt.Sprintf("duplicates %s[%d]: same route, algorithm and window", field, j)})
+		} else {
+			shapes[s] = i
+		}
+	}
+	return errs
+}
+
+// ValidateLimit checks one limit; prefix is prepended to field names (e.g.
+// "limits[2]." or "" for a single submitted tier).
+func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
+	var errs []FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{Field: prefix + field, Message: fmt.Sprintf(format, args...)})
+	}
+	l = l.normalized()
+	if !limitNamePattern.MatchString(l.Name) {
+		add("name", "must be 1 to 63 lowercase letters, digits, dashes or underscores, starting with a letter or digit")
+	}
+	if l.Route != "" && !slices.Contains(routes, l.Route) {
+		add("route", "unknown route %q: must be one the API serves, or empty for plan-wide", l.Route)
+	}
+	algo := enforce.Algorithm(l.Algorithm)
+	if !algo.Valid() {
+		add("algorithm", "unknown algorithm %q: must be one of %s", l.Algorithm, algorithmList())
+	}
+	mode := enforce.Mode(l.Mode)
+	switch {
+	case !mode.Valid():
+		add("mode", "unknown mode %q: must be reject, queue or degrade", l.Mode)
+	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket:
+		add("mode", "queue mode needs the leaky_bucket algorithm")
+	}
+	if l.Limit < 1 {
+		add("limit", "must be at least 1")
+	}
+	if l.WindowSeconds < MinWindowSeconds || l.WindowSeconds > MaxWindowSeconds {
+		add("window_seconds", "must be from %d second to %d (31 days)", MinWindowSeconds, MaxWindowSeconds)
+	}
+	switch algo {
+	case enforce.TokenBucket:
+		if l.Burst != 0 && l.Burst < l.Cost {
+			add("burst", "must be 0 (the limit) or at least the cost")
+		}
+	case enforce.LeakyBucket:
+		if l.Burst < 0 {
+			add("burst", "must not be negative")
+		}
+	default:
+		if l.Burst != 0 && algo.Valid() {
+			add("burst", "must be 0: only token_bucket and leaky_bucket use a burst")
+		}
+	}
+	switch {
+	case l.Cost < 1 || l.Cost > MaxCost:
+		add("cost", "must be from 1 to %d", MaxCost)
+	case l.Limit >= 1 && l.Cost > l.Limit:
+		add("cost", "must not exceed the limit")
+	}
+	return errs
+}
+
+func algorithmList() string {
+	names := make([]string, len(enforce.Algorithms))
+	for i, a := range enforce.Algorithms {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
+}
