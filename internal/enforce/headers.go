@@ -1,0 +1,185 @@
+package enforce
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Response header names the middleware writes besides the standard rate-limit
+// fields. Clients and dashboards may rely on them.
+const (
+	// HeaderDegraded marks a response served in a tier's degrade mode: the
+	// caller was over a limit and the handler served a reduced or cached
+	// answer instead of a 429. Its value is the name of the policy that was
+	// exceeded.
+	HeaderDegraded = "Sluice-Degraded"
+	// HeaderStoreDegraded marks a response admitted without a decision
+	// because the rate-limit store was unreachable and the failure mode is
+	// "open". Its value is "store-unavailable".
+	HeaderStoreDegraded = "Sluice-RateLimit-Degraded"
+	// HeaderQueueDelay is set when the request waited its turn in a queue-mode
+	// tier before the handler ran (or, for an asynchronous handler, when its
+	// job is scheduled to start): the wait in whole milliseconds.
+	HeaderQueueDelay = "Sluice-Queue-Delay-Ms"
+)
+
+// ceilSeconds rounds d up to whole seconds, never below zero.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// retryAfterSeconds is the Retry-After value for a rejected decision: the
+// longest wait among the rejecting layers, in whole seconds rounded up, and at
+// least 1 so that a client never retries in a tight loop.
+func retryAfterSeconds(d Decision) int64 {
+	var longest time.Duration
+	for _, l := range d.Layers {
+		if !l.Allowed && l.RetryAfter > longest {
+			longest = l.RetryAfter
+		}
+	}
+	return max(ceilSeconds(longest), 1)
+}
+
+// writeLimitHeaders sets the rate-limit fields of DESIGN.md on h for d:
+// X-RateLimit-Limit/Remaining/Reset for d.Binding() (Reset in unix
+// seconds, rounded up), and RateLimit-Policy and RateLimit (draft-ietf-httpapi-
+// ratelimit-headers-11 syntax) listing every layer in order, e.g.
+//
+//	RateLimit-Policy: "pro-search";q=100;w=60, "pro-global";q=10000;w=3600
+//	RateLimit: "pro-search";r=37;t=23, "pro-global";r=9312;t=1800
+//
+// Policy names are validated by the control plane to be tokens ([a-z0-9_-]),
+// so they need no escaping inside an sf-string; quoteName escapes anyway.
+func writeLimitHeaders(h http.Header, d Decision, now time.Time) {
+	if len(d.Layers) == 0 {
+		return
+	}
+	bl := d.Binding()
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(bl.Limit.Limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(bl.Remaining, 0), 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(unixCeil(now.Add(bl.ResetAfter)), 10))
+
+	policy := make([]byte, 0, 48*len(d.Layers))
+	state := make([]byte, 0, 40*len(d.Layers))
+	for i, l := range d.Layers {
+		if i > 0 {
+			policy = append(policy, ", "...)
+			state = append(state, ", "...)
+		}
+		policy = quoteName(policy, l.Limit.Name)
+		policy = append(policy, ";q="...)
+		policy = strconv.AppendInt(policy, l.Limit.Limit, 10)
+		policy = append(policy, ";w="...)
+		policy = strconv.AppendInt(policy, max(ceilSeconds(l.Limit.Window), 1), 10)
+
+		state = quoteName(state, l.Limit.Name)
+		state = append(state, ";r="...)
+		state = strconv.AppendInt(state, max(l.Remaining, 0), 10)
+		state = append(state, ";t="...)
+		state = strconv.AppendInt(state, ceilSeconds(l.ResetAfter), 10)
+	}
+	h.Set("RateLimit-Policy", string(policy))
+	h.Set("RateLimit", string(state))
+}
+
+// quoteName appends name as a Structured Field sf-string (RFC 8941 3.3.3):
+// quoted, with '"' and '\' escaped; other bytes outside printable ASCII are
+// dropped because an sf-string cannot carry them.
+func quoteName(dst []byte, name string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c >= ' ' && c <= '~':
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// RejectionBody is the JSON body of a 429 response, as DESIGN.md specifies:
+//
+//	{"error":"rate_limit_exceeded","message":"...","retry_after":37,"limit":100,"policy":"pro-search"}
+type RejectionBody struct {
+	// Error is always "rate_limit_exceeded".
+	Error string `json:"error"`
+	// Message explains the rejection to a person.
+	Message string `json:"message"`
+	// RetryAfter repeats the Retry-After header: whole seconds, at least 1.
+	RetryAfter int64 `json:"retry_after"`
+	// Limit and Policy describe the layer that rejected the request.
+	Limit  int64  `json:"limit"`
+	Policy string `json:"policy"`
+}
+
+// ErrorBody is the JSON body of every other error the middleware answers
+// (401 invalid_api_key, 503 rate_limit_unavailable, ...).
+type ErrorBody struct {
+	// Error is a stable machine-readable code.
+	Error string `json:"error"`
+	// Message explains the error to a person.
+	Message string `json:"message"`
+}
+
+// writeRejection answers 429 Too Many Requests for d, whose rate-limit
+// headers are already set.
+func writeRejection(w http.ResponseWriter, d Decision) {
+	retry := retryAfterSeconds(d)
+	body := RejectionBody{Error: "rate_limit_exceeded", RetryAfter: retry}
+	if len(d.Layers) > 0 {
+		l := d.Binding().Limit
+		body.Limit = l.Limit
+		body.Policy = l.Name
+		body.Message = fmt.Sprintf("Rate limit exceeded: policy %q allows %d per %s. Retry in %d s.",
+			l.Name, l.Limit, formatWindow(l.Window), retry)
+	} else {
+		body.Message = fmt.Sprintf("Rate limit exceeded. Retry in %d s.", retry)
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	writeJSON(w, http.StatusTooManyRequests, body)
+}
+
+// formatWindow names a window the way people say it: "60s", "1h0m0s" is
+// clumsy, so whole minutes and hours read as "minute", "5 minutes", "hour".
+func formatWindow(w time.Duration) string {
+	switch {
+	case w == time.Second:
+		return "second"
+	case w == time.Minute:
+		return "minute"
+	case w == time.Hour:
+		return "hour"
+	case w == 24*time.Hour:
+		return "day"
+	case w%time.Hour == 0:
+		return strconv.FormatInt(int64(w/time.Hour), 10) + " hours"
+	case w%time.Minute == 0:
+		return strconv.FormatInt(int64(w/time.Minute), 10) + " minutes"
+	default:
+		return strconv.FormatInt(ceilSeconds(w), 10) + " seconds"
+	}
+}
+
+// writeError answers status with an ErrorBody.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, ErrorBody{Error: code, Message: message})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	// The client may be gone; there is no one left to tell about a failed
+	// write of an error body.
+	_ = json.NewEncoder(w).Encode(v)
+}

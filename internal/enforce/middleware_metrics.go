@@ -1,0 +1,63 @@
+package enforce
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// middlewareMetrics counts what the middleware did with each request. Labels
+// are bounded: routes are registered ServeMux patterns and plans are the
+// control plane's slugs, never subjects or keys.
+type middlewareMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMiddlewareMetrics(reg prometheus.Registerer) *middlewareMetrics {
+	m := &middlewareMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforce_requests_total",
+			Help: "Requests seen by the rate-limit middleware, by route pattern, plan and outcome " +
+				"(admitted, queued, degraded, rejected, cancelled, unauthorized, failed_open, unavailable).",
+		}, []string{"route", "plan", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_enforce_decision_seconds",
+			Help: "Time taken by one rate-limit decision (Store.Allow), by route pattern.",
+			// Decisions take microseconds in memory and a Redis round trip
+			// (sub-millisecond) otherwise; the top buckets catch timeouts.
+			Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
+		}, []string{"route"}),
+	}
+	if reg != nil {
+		m.requests = registerOrReuse(reg, m.requests)
+		m.latency = registerOrReuse(reg, m.latency)
+	}
+	return m
+}
+
+// registerOrReuse registers c, or returns the identical collector already
+// registered (two middlewares on one registry share their series).
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			if existing, ok := already.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		// A conflicting collector under our name is a wiring bug that must
+		// not pass silently.
+		panic(err)
+	}
+	return c
+}
+
+func (m *middlewareMetrics) count(route, plan, outcome string) {
+	m.requests.WithLabelValues(route, plan, outcome).Inc()
+}
+
+func (m *middlewareMetrics) observe(route string, d time.Duration) {
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}

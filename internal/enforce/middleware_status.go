@@ -1,0 +1,99 @@
+package enforce
+
+import (
+	"net/http"
+	"time"
+)
+
+// StatusBody is the JSON answer of StatusHandler.
+type StatusBody struct {
+	// Plan is the slug of the caller's plan.
+	Plan string `json:"plan"`
+	// Limits lists every limit of the plan, in plan order.
+	Limits []LimitStatus `json:"limits"`
+}
+
+// LimitStatus is one limit's current state for the caller.
+type LimitStatus struct {
+	// Policy is the limit's name, as in RateLimit-Policy.
+	Policy string `json:"policy"`
+	// Route is the ServeMux pattern the limit applies to; "" for plan-wide.
+	Route     string    `json:"route"`
+	Algorithm Algorithm `json:"algorithm"`
+	Mode      Mode      `json:"mode"`
+	// Limit units of cost per WindowSeconds; Burst and Cost as configured.
+	Limit         int64 `json:"limit"`
+	WindowSeconds int64 `json:"window_seconds"`
+	Burst         int64 `json:"burst"`
+	Cost          int64 `json:"cost"`
+	// Remaining units right now, consuming nothing to find out.
+	Remaining int64 `json:"remaining"`
+	// Reset is the unix time (seconds) when the limit is fully available
+	// again; ResetAfterSeconds the same as a delay.
+	Reset             int64 `json:"reset"`
+	ResetAfterSeconds int64 `json:"reset_after_seconds"`
+}
+
+// StatusHandler answers GET /api/rate-limit-status: every limit of the
+// caller's plan (plan-wide and every route's tier) with limit, remaining,
+// reset and window. It consumes nothing: all limits go to one Store.Peek, so
+// the answer is a consistent snapshot of the caller's counters. Mount it
+// without Wrap (Wrap would spend the plan-wide limit on it). It identifies
+// the caller as Wrap does (401 for an unusable key) and sets the rate-limit
+// headers for all the plan's limits.
+func (m *Middleware) StatusHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, ok := m.identify(w, r)
+		if !ok {
+			return
+		}
+		body := StatusBody{Plan: caller.Plan, Limits: []LimitStatus{}}
+		w.Header().Set("Cache-Control", "no-store")
+		if len(caller.Limits) == 0 {
+			writeJSON(w, http.StatusOK, body)
+			return
+		}
+		d, err := m.store.Peek(r.Context(), Request{Subject: caller.Subject, Route: r.Pattern, Limits: caller.Limits})
+		if err != nil {
+			m.log.WarnContext(r.Context(), "rate-limit status peek failed", "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "rate_limit_unavailable",
+				"Rate-limit state cannot be read right now; retry shortly.")
+			return
+		}
+		now := m.now()
+		writeLimitHeaders(w.Header(), d, now)
+		for _, l := range d.Layers {
+			body.Limits = append(body.Limits, LimitStatus{
+				Policy:            l.Limit.Name,
+				Route:             l.Limit.Route,
+				Algorithm:         l.Limit.Algorithm,
+				Mode:              modeOrDefault(l.Limit.Mode),
+				Limit:             l.Limit.Limit,
+				WindowSeconds:     max(ceilSeconds(l.Limit.Window), 1),
+				Burst:             l.Limit.Burst,
+				Cost:              max(l.Limit.Cost, 1),
+				Remaining:         max(l.Remaining, 0),
+				Reset:             unixCeil(now.Add(l.ResetAfter)),
+				ResetAfterSeconds: ceilSeconds(l.ResetAfter),
+			})
+		}
+		writeJSON(w, http.StatusOK, body)
+	})
+}
+
+func modeOrDefault(m Mode) Mode {
+	if m == "" {
+		return ModeReject
+	}
+	return m
+}
+
+// unixCeil is t in unix seconds, rounded up.
+func unixCeil(t time.Time) int64 {
+	u := t.Unix()
+	if t.Nanosecond() > 0 {
+		u++
+	}
+	return u
+}
