@@ -104,8 +104,8 @@ type Config struct {
 	// Client, is spent, so that it rarely receives a 429.
 	Pace bool
 
-	// Rand returns a uniformly random number in [0, 1); nil means
-	// math/rand/v2. Tests inject it for determinism.
+	// Rand returns a uniformly random number in [0, 1) and must be safe for
+	// concurrent use; nil means math/rand/v2. Tests inject it for determinism.
 	Rand func() float64
 	// Sleep waits for d or until ctx is done, returning ctx.Err() in the
 	// latter case; nil means a timer. Tests inject it to record or skip waits.
