@@ -1,0 +1,115 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/a-h/templ"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/users"
+	"github.com/sluicehq/sluice/views"
+)
+
+// UI-level error kinds. Domain packages' sentinels are mapped in errorKinds.
+var (
+	errUnauthenticated = errors.New("sign in required")
+	errForbidden       = errors.New("forbidden")
+	errNotFound        = errors.New("not found")
+	errBadRequest      = errors.New("bad request")
+	errUnavailable     = errors.New("feature unavailable")
+)
+
+// errorKind is how one kind of error is shown: a status and a message for
+// people. Internal error text is never shown.
+type errorKind struct {
+	err     error
+	status  int
+	message string
+}
+
+// errorKinds maps error kinds to what the user sees, most specific first.
+var errorKinds = []errorKind{
+	{errUnauthenticated, http.StatusUnauthorized, "Please sign in."},
+	{errForbidden, http.StatusForbidden, "You do not have access to this page."},
+	{errNotFound, http.StatusNotFound, "There is nothing here."},
+	{errBadRequest, http.StatusBadRequest, "The request was not understood."},
+	{errUnavailable, http.StatusServiceUnavailable, "This part of Sluice is not available right now."},
+	{users.ErrNotFound, http.StatusNotFound, "There is no such user."},
+	{users.ErrConflict, http.StatusConflict, "Someone else changed this user first. Reload and try again."},
+	{enforce.ErrStoreUnavailable, http.StatusServiceUnavailable, "The rate-limit store is unreachable. Try again shortly."},
+}
+
+// errorStatus returns the status and user message for err, and whether err
+// is internal (unexpected, so logged).
+func errorStatus(err error) (status int, message string, internal bool) {
+	for _, k := range errorKinds {
+		if errors.Is(err, k.err) {
+			return k.status, k.message, false
+		}
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge, "The form is too large.", false
+	}
+	return http.StatusInternalServerError, "Internal error. It has been logged; please try again.", true
+}
+
+// error answers a failed request: the status its kind maps to, a page (or an
+// htmx fragment) with a message written for people, and one log line for
+// internal errors. A cancelled request gets no answer and no log.
+func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return
+	}
+	status, message, internal := errorStatus(err)
+	if internal {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if isHTMX(r) {
+		// htmx does not swap error responses by default; the layout's
+		// htmx config lets 4xx/5xx fragments into the page.
+		s.render(w, r, status, views.ErrorFragment(status, message))
+		return
+	}
+	s.render(w, r, status, views.ErrorPage(s.page(r, "Error", ""), status, message))
+}
+
+// render writes a component with a status. It renders into a buffer first so
+// a failing component becomes a clean 500 rather than half a page.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.log.Error("render failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		http.Error(w, "Internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Add("Vary", "HX-Request")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// page builds the layout's data for the current request: who is looking,
+// which section is current, and a banner per failing dependency.
+func (s *Server) page(r *http.Request, title, section string) views.Page {
+	p := views.Page{Title: title, Section: section, AssetPrefix: staticPrefix}
+	if u, ok := s.currentUser(r); ok {
+		p.Viewer = &views.Viewer{ID: u.ID, Email: u.Email, Role: u.Role}
+	}
+	for _, name := range s.failingDependencies(r.Context()) {
+		p.Banners = append(p.Banners, views.Banner{
+			Kind:   "warn",
+			TestID: "banner-unhealthy",
+			Text:   name + " is unreachable: some figures may be stale and some changes may fail until it is back.",
+		})
+	}
+	return p
+}

@@ -1,0 +1,54 @@
+package web
+
+import (
+	"net/http"
+)
+
+// maxFormBytes bounds every form body; the largest form (a plan with its
+// tiers) is far below it.
+const maxFormBytes = 64 << 10
+
+// routes is the UI's route table. State-changing routes are all POST and all
+// pass through http.CrossOriginProtection, which rejects cross-site requests
+// (Sec-Fetch-Site, or Origin not matching Host) and lets safe methods through.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	op := func(h http.HandlerFunc) http.Handler { return s.requireRole("operator", h) }
+
+	mux.Handle("GET /static/{file}", staticHandler())
+	mux.HandleFunc("GET /{$}", s.home)
+	mux.HandleFunc("GET /signin", s.signInForm)
+	mux.HandleFunc("POST /signin", s.signIn)
+	mux.HandleFunc("POST /signout", s.signOut)
+
+	s.adminRoutes(mux, op)
+	s.appRoutes(mux)
+
+	csrf := http.NewCrossOriginProtection()
+	return securityHeaders(csrf.Handler(s.withViewer(mux)))
+}
+
+// securityHeaders sets headers every UI response carries.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// home sends people where they work: operators to the dashboard, developers
+// to their portal, everyone else to sign in.
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	u, ok := s.currentUser(r)
+	switch {
+	case !ok:
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	case u.Role == "operator":
+		http.Redirect(w, r, "/admin", http.StatusSeeOther)
+	default:
+		http.Redirect(w, r, "/app", http.StatusSeeOther)
+	}
+}

@@ -1,0 +1,118 @@
+// Package web serves Sluice's browser UI: sign-in and sessions, the operator
+// dashboard under /admin, and (from routes_app.go) the developer portal. Pages
+// are templ components from package views, enhanced with htmx; every form also
+// works with full page loads.
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/gorilla/sessions"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/users"
+)
+
+// Deps is everything the UI needs. Logger, SessionSecret, Users and Limiter
+// are required.
+type Deps struct {
+	Logger *slog.Logger
+	// SessionSecret signs and encrypts the session cookie; at least 32 bytes.
+	// Changing it signs everyone out.
+	SessionSecret []byte
+	// Users authenticates sign-ins and loads the signed-in user per request.
+	Users *users.Repo
+	// Limiter is Sluice's own engine; the sign-in form is rate limited with
+	// it, and the live view peeks at keys' limits through it.
+	Limiter enforce.Store
+	// Health lists the dependencies whose failure shows a banner on every
+	// page (e.g. Postgres, Redis).
+	Health []HealthCheck
+	// TrustedProxies are the peers whose X-Forwarded-For and
+	// X-Forwarded-Proto are believed.
+	TrustedProxies []netip.Prefix
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// HealthCheck is one dependency the banner reports on.
+type HealthCheck struct {
+	// Name is shown to the operator, e.g. "Postgres".
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// Server is the UI's http.Handler.
+type Server struct {
+	deps     Deps
+	log      *slog.Logger
+	now      func() time.Time
+	sessions *sessions.CookieStore
+	handler  http.Handler
+	health   healthCache
+}
+
+// New builds the UI from its dependencies. It panics on a missing required
+// dependency, which is a wiring bug, not a runtime condition.
+func New(deps Deps) *Server {
+	if deps.Logger == nil || deps.Users == nil || deps.Limiter == nil {
+		panic("web.New: Logger, Users and Limiter are required")
+	}
+	if len(deps.SessionSecret) < 32 {
+		panic("web.New: SessionSecret must be at least 32 bytes")
+	}
+	s := &Server{deps: deps, log: deps.Logger, now: deps.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.sessions = newSessionStore(deps.SessionSecret)
+	s.handler = s.routes()
+	return s
+}
+
+// ServeHTTP serves the UI.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handler.ServeHTTP(w, r)
+}
+
+// healthCache keeps the last health result for a couple of seconds so a page
+// load does not ping every dependency.
+type healthCache struct {
+	mu      sync.Mutex
+	at      time.Time
+	failing []string
+}
+
+const healthTTL = 2 * time.Second
+
+// failingDependencies names the dependencies that are down now.
+func (s *Server) failingDependencies(ctx context.Context) []string {
+	if len(s.deps.Health) == 0 {
+		return nil
+	}
+	s.health.mu.Lock()
+	defer s.health.mu.Unlock()
+	now := s.now()
+	if !s.health.at.IsZero() && now.Sub(s.health.at) < healthTTL {
+		return s.health.failing
+	}
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	var failing []string
+	for _, h := range s.deps.Health {
+		if err := h.Check(ctx); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				s.log.Warn("dependency unhealthy", "dependency", h.Name, "err", err)
+			}
+			failing = append(failing, h.Name)
+		}
+	}
+	s.health.at, s.health.failing = now, failing
+	return failing
+}
