@@ -31,23 +31,23 @@ var (
 // Plan is a named set of limits that applies to the developers and keys
 // assigned to it.
 type Plan struct {
-	ID          int64  `json:"id"`
-	Slug        string `json:"slug"`
-	Name        string `json:"name"`
-	Description string `json:"description"`
+	ID          int64  `json:"id" db:"id"`
+	Slug        string `json:"slug" db:"slug"`
+	Name        string `json:"name" db:"name"`
+	Description string `json:"description" db:"description"`
 	// IsDefault marks the plan new developers get (at most one plan).
-	IsDefault bool `json:"is_default"`
+	IsDefault bool `json:"is_default" db:"is_default"`
 	// IsAnonymous marks the plan for callers without a key (at most one plan).
-	IsAnonymous bool `json:"is_anonymous"`
+	IsAnonymous bool `json:"is_anonymous" db:"is_anonymous"`
 	// IsPublic lists the plan in the generated docs' comparison.
-	IsPublic bool `json:"is_public"`
+	IsPublic bool `json:"is_public" db:"is_public"`
 	// Version is what an edit must name (optimistic concurrency); every change
 	// to the plan or one of its limits increments it.
-	Version   int       `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Version   int       `json:"version" db:"version"`
+	CreatedAt time.Time `json:"created_at" db:"created_at"`
+	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
 	// Limits are in their display order (Position).
-	Limits []Limit `json:"limits"`
+	Limits []Limit `json:"limits" db:"-"`
 }
 
 // Limit is one limit tier of a plan.
@@ -186,16 +186,23 @@ func (in LimitInput) normalized() LimitInput {
 // Enforce converts a (valid) input, such as a key's override, into the
 // engine's limit named "<planSlug>-<name>".
 func (in LimitInput) Enforce(planSlug string) enforce.Limit {
+	return in.limit(0, 0).Enforce(planSlug)
+}
+
+// limit is the tier the input describes, with defaults filled.
+func (in LimitInput) limit(id int64, position int) Limit {
 	in = in.normalized()
-	return enforce.Limit{
-		Name:      PolicyName(planSlug, in.Name),
+	return Limit{
+		ID:        id,
+		Name:      in.Name,
+		Route:     in.Route,
 		Algorithm: enforce.Algorithm(in.Algorithm),
 		Limit:     in.Limit,
 		Window:    time.Duration(in.WindowSeconds) * time.Second,
 		Burst:     in.Burst,
 		Cost:      in.Cost,
 		Mode:      enforce.Mode(in.Mode),
-		Route:     in.Route,
+		Position:  position,
 	}
 }
 
@@ -204,4 +211,16 @@ func (in LimitInput) Enforce(planSlug string) enforce.Limit {
 type PlanCounts struct {
 	Keys       int `json:"keys"`
 	Developers int `json:"developers"`
+}
+
+// normalized fills the documented defaults of every limit.
+func (in PlanInput) normalized() PlanInput {
+	in.Slug = strings.TrimSpace(in.Slug)
+	in.Name = strings.TrimSpace(in.Name)
+	limits := make([]LimitInput, len(in.Limits))
+	for i, l := range in.Limits {
+		limits[i] = l.normalized()
+	}
+	in.Limits = limits
+	return in
 }
