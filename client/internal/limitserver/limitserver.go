@@ -1,81 +1,85 @@
-// Package limitserver is a test server for the client package: one endpoint
-// behind a rate limit that answers the way Sluice's middleware does (the
-// X-RateLimit-* and RateLimit-Policy headers on every response; 429 with
-// Retry-After and a JSON body when over the limit), and that records every
-// admitted request so tests can check the limit held.
+// Package limitserver is a test server for the client package: endpoints
+// behind Sluice's real enforcement middleware (internal/enforce) with one
+// plan-wide limit on every caller, recording every request so tests can check
+// that the limit held and how retries arrived.
 package limitserver
 
 import (
 	"fmt"
+	"io"
 	"net/http"
-	"strconv"
+	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
 )
 
-// Server enforces Limit requests per Window on every request, whoever sends
-// it (one shared key), with a fixed window aligned to the Unix epoch.
+// Server admits Limit requests per Window from every caller, whoever it is
+// (all callers share one subject, as goroutines sharing one key do), through
+// enforce.Middleware over the given store. Any path answers 200 {"ok":true}
+// when admitted.
 type Server struct {
-	limit  int64
+	limit  enforce.Limit
 	window time.Duration
+	h      http.Handler
 
 	mu       sync.Mutex
-	admitted map[int64]int64 // window index -> admitted requests
+	admitted []time.Time
 	rejected int64
-	times    []time.Time // arrival time of every request, in order
+	arrivals []time.Time
 }
 
-// New returns a Server admitting limit requests per window.
+// New returns a Server admitting limit requests per window under a fixed
+// window, decided by an in-memory store.
 func New(limit int64, window time.Duration) *Server {
-	return &Server{limit: limit, window: window, admitted: map[int64]int64{}}
+	return NewWithStore(enforce.NewMemoryStore(enforce.MemoryOptions{}), limit, window)
 }
 
-// ServeHTTP admits or rejects one request.
+// NewWithStore is New deciding with store (a Redis store, say).
+func NewWithStore(store enforce.Store, limit int64, window time.Duration) *Server {
+	s := &Server{
+		limit:  enforce.Limit{Name: "test", Algorithm: enforce.FixedWindow, Limit: limit, Window: window},
+		window: window,
+	}
+	mw := enforce.NewMiddleware(store, oneCaller{s.limit}, enforce.MiddlewareOptions{})
+	mux := http.NewServeMux()
+	mux.Handle("/", mw.Wrap(http.HandlerFunc(s.serveAdmitted)))
+	s.h = mux
+	return s
+}
+
+// ServeHTTP records the request and passes it through the middleware.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	idx := now.UnixNano() / int64(s.window)
-	end := time.Unix(0, (idx+1)*int64(s.window))
-
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	s.mu.Lock()
-	s.times = append(s.times, now)
-	used := s.admitted[idx]
-	ok := used < s.limit
-	if ok {
-		used++
-		s.admitted[idx] = used
-	} else {
-		s.rejected++
-	}
+	s.arrivals = append(s.arrivals, time.Now())
 	s.mu.Unlock()
+	rec := &statusRecorder{ResponseWriter: w}
+	s.h.ServeHTTP(rec, r)
+	if rec.status == http.StatusTooManyRequests {
+		s.mu.Lock()
+		s.rejected++
+		s.mu.Unlock()
+	}
+}
 
-	resetSecs := end.Unix()
-	if end.After(time.Unix(resetSecs, 0)) {
-		resetSecs++
-	}
-	untilReset := end.Sub(now)
-	h := w.Header()
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(s.limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(s.limit-used, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(resetSecs, 10))
-	h.Set("RateLimit-Policy", fmt.Sprintf(`"test";q=%d;w=%d`, s.limit, int64(s.window/time.Second)))
-	h.Set("RateLimit", fmt.Sprintf(`"test";r=%d;t=%d`, s.limit-used, ceilSeconds(untilReset)))
-	if !ok {
-		retry := ceilSeconds(untilReset)
-		h.Set("Retry-After", strconv.FormatInt(retry, 10))
-		h.Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		fmt.Fprintf(w, `{"error":"rate_limit_exceeded","message":"over the limit","retry_after":%d,"limit":%d,"policy":"test"}`, retry, s.limit)
-		return
-	}
+func (s *Server) serveAdmitted(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.admitted = append(s.admitted, time.Now())
+	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprint(w, `{"ok":true}`)
 }
 
 // Stats is what a Server saw.
 type Stats struct {
-	// MaxPerWindow is the most requests admitted in any one window.
+	// MaxPerWindow is the most requests admitted in any one window, counted
+	// by the handler behind the middleware on its own clock (windows aligned
+	// to the Unix epoch, as the fixed window is).
 	MaxPerWindow int64
-	// Admitted and Rejected count every request.
+	// Admitted and Rejected count requests that reached the handler and
+	// requests answered 429.
 	Admitted, Rejected int64
 	// Arrivals holds the arrival time of every request, in order.
 	Arrivals []time.Time
@@ -85,15 +89,47 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Rejected: s.rejected, Arrivals: append([]time.Time(nil), s.times...)}
-	for _, n := range s.admitted {
-		st.Admitted += n
-		st.MaxPerWindow = max(st.MaxPerWindow, n)
+	st := Stats{
+		Admitted: int64(len(s.admitted)),
+		Rejected: s.rejected,
+		Arrivals: append([]time.Time(nil), s.arrivals...),
+	}
+	perWindow := map[int64]int64{}
+	for _, t := range s.admitted {
+		idx := t.UnixNano() / int64(s.window)
+		perWindow[idx]++
+		st.MaxPerWindow = max(st.MaxPerWindow, perWindow[idx])
 	}
 	return st
 }
 
-func ceilSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	return max(s, 1)
+// oneCaller resolves every key, and every anonymous caller, to one subject
+// under one limit.
+type oneCaller struct{ limit enforce.Limit }
+
+func (c oneCaller) ResolveKey(string) (enforce.Caller, error) {
+	return enforce.Caller{Subject: "key:1", KeyID: 1, UserID: 1, Plan: "test", Limits: []enforce.Limit{c.limit}}, nil
+}
+
+func (c oneCaller) Anonymous(netip.Addr) enforce.Caller {
+	return enforce.Caller{Subject: "key:1", Plan: "test", Limits: []enforce.Limit{c.limit}}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
 }
