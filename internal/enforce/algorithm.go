@@ -1,0 +1,376 @@
+package enforce
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// ErrInvalidRequest means a Request cannot be decided: no subject, a subject
+// that would break the Redis Cluster hash tag, or a limit with a missing name,
+// an unknown algorithm, a non-positive limit or window, or duplicate names.
+// It is a programming or configuration error, never a reason to admit.
+var ErrInvalidRequest = errors.New("invalid rate-limit request")
+
+// Both stores compute in integer microseconds since the Unix epoch (Redis TIME
+// gives microseconds, and 1.8e15 is exact in the float64 of Redis's Lua), and
+// where a fraction is unavoidable (the bucket algorithms' emission interval,
+// the sliding counter's weight) they run the same float64 operations in the
+// same order as scripts/decide.lua, so the two stores agree to the microsecond.
+// Any change here must be mirrored there; the shared case table checks it.
+
+// algorithm codes as the Lua script knows them.
+const (
+	codeFixedWindow  = "fw"
+	codeSlidingLog   = "swl"
+	codeSlidingCount = "swc"
+	codeTokenBucket  = "tb"
+	codeLeakyBucket  = "lb"
+	// maxInlineLayers is how many layers a decision handles without a heap
+	// allocation for its scratch space.
+	maxInlineLayers = 8
+)
+
+func algorithmCode(a Algorithm) string {
+	switch a {
+	case FixedWindow:
+		return codeFixedWindow
+	case SlidingWindowLog:
+		return codeSlidingLog
+	case SlidingWindowCounter:
+		return codeSlidingCount
+	case TokenBucket:
+		return codeTokenBucket
+	case LeakyBucket:
+		return codeLeakyBucket
+	}
+	return ""
+}
+
+// params is a Limit reduced to the integers both stores compute with.
+type params struct {
+	alg    Algorithm
+	limit  int64
+	window int64 // microseconds
+	burst  int64 // token bucket capacity (defaulted) or leaky bucket queue depth
+	cost   int64
+	queue  bool
+}
+
+func paramsOf(l Limit) (params, error) {
+	if l.Name == "" {
+		return params{}, fmt.Errorf("%w: limit without a name", ErrInvalidRequest)
+	}
+	if !l.Algorithm.Valid() {
+		return params{}, fmt.Errorf("%w: limit %q: unknown algorithm %q", ErrInvalidRequest, l.Name, l.Algorithm)
+	}
+	if l.Limit < 1 {
+		return params{}, fmt.Errorf("%w: limit %q: limit %d below 1", ErrInvalidRequest, l.Name, l.Limit)
+	}
+	p := params{alg: l.Algorithm, limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue}
+	if p.window < 1 {
+		return params{}, fmt.Errorf("%w: limit %q: window %s below 1µs", ErrInvalidRequest, l.Name, l.Window)
+	}
+	if p.burst < 0 || p.cost < 0 {
+		return params{}, fmt.Errorf("%w: limit %q: negative burst or cost", ErrInvalidRequest, l.Name)
+	}
+	if p.cost == 0 {
+		p.cost = 1
+	}
+	if p.alg == TokenBucket && p.burst == 0 {
+		p.burst = p.limit
+	}
+	return p, nil
+}
+
+// validateRequest checks what both stores need before touching state.
+func validateRequest(req Request) error {
+	if req.Subject == "" {
+		return fmt.Errorf("%w: empty subject", ErrInvalidRequest)
+	}
+	if strings.ContainsAny(req.Subject, "{}") {
+		// A brace would end the Redis Cluster hash tag early and scatter one
+		// subject's keys over several slots.
+		return fmt.Errorf("%w: subject %q contains a brace", ErrInvalidRequest, req.Subject)
+	}
+	if len(req.Limits) == 0 {
+		return fmt.Errorf("%w: no limits", ErrInvalidRequest)
+	}
+	for i := range req.Limits {
+		for j := i + 1; j < len(req.Limits); j++ {
+			if req.Limits[i].Name == req.Limits[j].Name {
+				return fmt.Errorf("%w: limit name %q used twice", ErrInvalidRequest, req.Limits[i].Name)
+			}
+		}
+	}
+	return nil
+}
+
+// layerOut is one layer's verdict in microseconds.
+type layerOut struct {
+	allowed   bool
+	remaining int64
+	reset     int64
+	retry     int64
+	wait      int64 // leaky bucket queue delay of an admitted request
+}
+
+func (o layerOut) result(l Limit) LayerResult {
+	r := LayerResult{
+		Limit:      l,
+		Allowed:    o.allowed,
+		Remaining:  o.remaining,
+		ResetAfter: micros(o.reset),
+	}
+	if !o.allowed {
+		r.RetryAfter = micros(max(o.retry, 1))
+	}
+	return r
+}
+
+// counterState is the scalar state of every algorithm but the sliding log:
+// fixed window (idx, count), sliding counter (idx, count = current window,
+// prev), token and leaky bucket (tat, the virtual finish time in µs).
+type counterState struct {
+	idx, count, prev int64
+	tat              float64
+	has              bool
+}
+
+// evalFixedWindow admits when the window's count plus cost stays within the
+// limit; the window is floor(now/W).
+func evalFixedWindow(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+	idx := now / p.window
+	count := int64(0)
+	if s.has && s.idx == idx {
+		count = s.count
+	}
+	ok := count+p.cost <= p.limit
+	next := s
+	if ok && commit {
+		count += p.cost
+		next = counterState{idx: idx, count: count, has: true}
+	}
+	reset := (idx+1)*p.window - now
+	out := layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: reset}
+	if !ok {
+		// A cost above the limit is never admitted; the next window is still
+		// the honest earliest moment to try.
+		out.retry = reset
+	}
+	return out, next
+}
+
+// evalSlidingCounter weights the previous window by the part of it still
+// inside the sliding window: prev*(W-elapsed)/W + curr.
+func evalSlidingCounter(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+	idx := now / p.window
+	var curr, prev int64
+	if s.has {
+		switch s.idx {
+		case idx:
+			curr, prev = s.count, s.prev
+		case idx - 1:
+			prev = s.count
+		}
+	}
+	elapsed := now - idx*p.window
+	w := float64(p.window)
+	est := float64(prev)*float64(p.window-elapsed)/w + float64(curr)
+	ok := est+float64(p.cost) <= float64(p.limit)
+	next := s
+	if ok && commit {
+		curr += p.cost
+		est += float64(p.cost)
+		next = counterState{idx: idx, count: curr, prev: prev, has: true}
+	}
+	out := layerOut{allowed: ok, remaining: max(0, int64(math.Floor(float64(p.limit)-est)))}
+	switch {
+	case curr > 0:
+		out.reset = (idx+2)*p.window - now
+	case prev > 0:
+		out.reset = (idx+1)*p.window - now
+	}
+	if !ok {
+		avail := p.limit - p.cost - curr
+		switch {
+		case avail >= 0 && prev > 0:
+			// Within this window: prev*(W-e)/W <= avail.
+			e := p.window - int64(math.Floor(float64(avail)*w/float64(prev)))
+			out.retry = e - elapsed
+		case p.limit-p.cost < 0 || curr == 0:
+			out.retry = out.reset
+		default:
+			// Next window, where this window's count becomes prev.
+			e := p.window - int64(math.Floor(float64(p.limit-p.cost)*w/float64(curr)))
+			out.retry = (idx+1)*p.window - now + e
+		}
+	}
+	return out, next
+}
+
+// evalTokenBucket is a token bucket kept as its GCRA equivalent: tat is when
+// the bucket would be full again; tokens = burst - (tat-now)/T, T = W/limit.
+func evalTokenBucket(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+	t := float64(p.window) / float64(p.limit)
+	n := float64(now)
+	base := n
+	if s.has && s.tat > n {
+		base = s.tat
+	}
+	tolerance := float64(p.burst) * t
+	newTat := base + float64(p.cost)*t
+	ok := newTat-n <= tolerance
+	used := base - n
+	next := s
+	if ok && commit {
+		used = newTat - n
+		next = counterState{tat: newTat, has: true}
+	}
+	out := layerOut{
+		allowed:   ok,
+		remaining: max(0, int64(math.Floor((tolerance-used)/t))),
+		reset:     int64(math.Ceil(used)),
+	}
+	if !ok {
+		out.retry = int64(math.Ceil(newTat - n - tolerance))
+	}
+	return out, next
+}
+
+// evalLeakyBucket shapes: tat is the virtual finish time of the queue; a
+// request waits max(tat, now) - now and is admitted while that wait is at
+// most burst*T (burst requests queued ahead of it). In ModeReject the same
+// rule polices without waiting, so up to burst+1 requests pass back to back.
+func evalLeakyBucket(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+	t := float64(p.window) / float64(p.limit)
+	n := float64(now)
+	base := n
+	if s.has && s.tat > n {
+		base = s.tat
+	}
+	tolerance := float64(p.burst) * t
+	wait := base - n
+	ok := wait <= tolerance
+	depth := wait
+	next := s
+	var delay int64
+	if ok && commit {
+		newTat := base + float64(p.cost)*t
+		depth = newTat - n
+		next = counterState{tat: newTat, has: true}
+		delay = int64(math.Ceil(wait))
+	}
+	out := layerOut{
+		allowed:   ok,
+		remaining: max(0, int64(math.Floor((tolerance-depth)/t))+1),
+		reset:     int64(math.Ceil(depth)),
+		wait:      delay,
+	}
+	if !ok {
+		out.retry = int64(math.Ceil(wait - tolerance))
+	}
+	return out, next
+}
+
+func evalCounter(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+	switch p.alg {
+	case FixedWindow:
+		return evalFixedWindow(s, p, now, commit)
+	case SlidingWindowCounter:
+		return evalSlidingCounter(s, p, now, commit)
+	case TokenBucket:
+		return evalTokenBucket(s, p, now, commit)
+	default:
+		return evalLeakyBucket(s, p, now, commit)
+	}
+}
+
+// expiresAt is when a counter state no longer matters, in µs.
+func (s counterState) expiresAt(p params) int64 {
+	switch p.alg {
+	case FixedWindow:
+		return (s.idx + 1) * p.window
+	case SlidingWindowCounter:
+		return (s.idx + 2) * p.window
+	default:
+		return int64(math.Ceil(s.tat))
+	}
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// logEntry is one admitted request of a sliding log.
+type logEntry struct{ ts, cost int64 }
+
+// logRing is the memory store's sliding log: admitted requests in time order
+// from head, and the sum of their costs.
+type logRing struct {
+	entries []logEntry
+	head    int
+	sum     int64
+}
+
+// live returns the cost inside (now-W, now] and the first entry in it, without
+// changing the ring (Peek and rejected requests write nothing).
+func (r *logRing) live(now, window int64) (sum int64, first int) {
+	if r == nil {
+		return 0, 0
+	}
+	sum, first = r.sum, r.head
+	for first < len(r.entries) && r.entries[first].ts <= now-window {
+		sum -= r.entries[first].cost
+		first++
+	}
+	return sum, first
+}
+
+// evalSlidingLog admits when the cost logged in (now-W, now] plus this cost
+// stays within the limit; rejected requests are not logged.
+func evalSlidingLog(r *logRing, p params, now int64, commit bool) layerOut {
+	sum, first := r.live(now, p.window)
+	ok := sum+p.cost <= p.limit
+	newest, hasNewest := int64(0), false
+	if r != nil && first < len(r.entries) {
+		newest, hasNewest = r.entries[len(r.entries)-1].ts, true
+	}
+	if ok && commit {
+		sum += p.cost
+		newest, hasNewest = now, true
+	}
+	out := layerOut{allowed: ok, remaining: max(0, p.limit-sum)}
+	if hasNewest {
+		out.reset = newest + p.window - now
+	}
+	if !ok {
+		out.retry = out.reset
+		if p.cost <= p.limit {
+			// Wait until enough of the oldest entries leave the window.
+			need, freed := sum+p.cost-p.limit, int64(0)
+			for i := first; i < len(r.entries); i++ {
+				freed += r.entries[i].cost
+				if freed >= need {
+					out.retry = r.entries[i].ts + p.window - now
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// commit drops expired entries and logs an admitted request. The backing
+// array is reused, so a steady subject allocates nothing.
+func (r *logRing) commit(now, window, cost int64) {
+	sum, first := r.live(now, window)
+	r.sum, r.head = sum, first
+	if r.head > 0 && r.head >= len(r.entries)/2 {
+		n := copy(r.entries, r.entries[r.head:])
+		r.entries = r.entries[:n]
+		r.head = 0
+	}
+	r.entries = append(r.entries, logEntry{ts: now, cost: cost})
+	r.sum += cost
+}

@@ -1,0 +1,463 @@
+package enforce
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/decide.lua
+var decideScript string
+
+// RedisOptions configures a RedisStore; the zero value is ready for
+// production.
+type RedisOptions struct {
+	// Prefix starts every key (default "sluice:"); tests use a unique one.
+	Prefix string
+	// Timeout bounds one decision, queueing included (default 100ms); past
+	// it the decision fails with ErrStoreUnavailable.
+	Timeout time.Duration
+	// Now is for tests only: when set, the script takes its time from Now
+	// instead of Redis TIME, so a test controls the clock. Production leaves
+	// it nil, and every instance then shares Redis's one clock. The usage
+	// bucket is always taken from this clock (default time.Now).
+	Now func() time.Time
+	// DisableUsage turns off the usage counters read by Usage.
+	DisableUsage bool
+	// MaxBatch caps the decisions sent in one pipeline (default 128).
+	MaxBatch int
+	// Pipelines is how many pipelines may be in flight at once (default 4).
+	Pipelines int
+	// QueueSize is how many decisions may wait for a pipeline (default 4096).
+	QueueSize int
+	// Registerer, when set, receives decision counters, pipeline latency
+	// and pipeline size histograms.
+	Registerer prometheus.Registerer
+}
+
+// RedisStore is the Store shared by every instance: each decision is one
+// call of one Lua script (scripts/decide.lua) covering all of the request's
+// limits atomically, with time read from Redis. Concurrent decisions are
+// batched into pipelines: a decision that finds a pipeline worker idle is
+// sent at once, decisions arriving meanwhile share the next pipeline.
+//
+// Keys are <prefix>{<subject>}:<limit name>:<algorithm code> (the sliding log
+// adds a ":m" metadata hash) and <prefix>{<subject>}:stats:<unix seconds> for
+// usage, so one subject's keys share a Redis Cluster slot; every key is
+// written with a TTL.
+//
+// Call Close when done to stop the pipeline workers.
+type RedisStore struct {
+	client   redis.UniversalClient
+	sha      string
+	prefix   string
+	timeout  time.Duration
+	testNow  func() time.Time
+	clock    func() time.Time
+	usage    bool
+	maxBatch int
+	metrics  *storeMetrics
+
+	queue     chan *redisCall
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// redisCall is one decision waiting for its pipeline.
+type redisCall struct {
+	keys  []string
+	args  []any
+	done  chan struct{}
+	reply []int64
+	err   error
+}
+
+// NewRedisStore loads the decision script into Redis (SCRIPT LOAD, waiting at
+// most one second) and starts the pipeline workers. An unreachable Redis is
+// not an error here: the store starts anyway, decisions fail with
+// ErrStoreUnavailable until Redis answers, and the script is loaded again on
+// the first NOSCRIPT reply, so a portal can start while Redis is down and its
+// failure mode governs meanwhile. It fails when Redis answers but rejects the
+// script, or when opts.Registerer holds conflicting metrics.
+func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore, error) {
+	m, err := newStoreMetrics(opts.Registerer, "redis")
+	if err != nil {
+		return nil, err
+	}
+	sum := sha1.Sum([]byte(decideScript))
+	s := &RedisStore{
+		client:   client,
+		sha:      hex.EncodeToString(sum[:]),
+		prefix:   opts.Prefix,
+		timeout:  opts.Timeout,
+		testNow:  opts.Now,
+		clock:    opts.Now,
+		usage:    !opts.DisableUsage,
+		maxBatch: opts.MaxBatch,
+		metrics:  m,
+		stop:     make(chan struct{}),
+	}
+	if s.prefix == "" {
+		s.prefix = "sluice:"
+	}
+	if s.timeout <= 0 {
+		s.timeout = 100 * time.Millisecond
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.maxBatch <= 0 {
+		s.maxBatch = 128
+	}
+	queueSize := opts.QueueSize
+	if queueSize <= 0 {
+		queueSize = 4096
+	}
+	s.queue = make(chan *redisCall, queueSize)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.load(ctx); err != nil && !errors.Is(err, ErrStoreUnavailable) {
+		return nil, err
+	}
+	workers := opts.Pipelines
+	if workers <= 0 {
+		workers = 4
+	}
+	s.wg.Add(workers)
+	for range workers {
+		go s.work()
+	}
+	return s, nil
+}
+
+// Close stops the pipeline workers; decisions still queued fail with
+// ErrStoreUnavailable. It does not close the Redis client.
+func (s *RedisStore) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		for {
+			select {
+			case c := <-s.queue:
+				c.err = errStoreClosed
+				close(c.done)
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
+
+var errStoreClosed = fmt.Errorf("%w: store closed", ErrStoreUnavailable)
+
+func (s *RedisStore) load(ctx context.Context) error {
+	sha, err := s.client.ScriptLoad(ctx, decideScript).Result()
+	if err != nil {
+		return fmt.Errorf("load rate-limit script: %w", classify(err))
+	}
+	if sha != s.sha {
+		return fmt.Errorf("load rate-limit script: Redis returned SHA %s, want %s", sha, s.sha)
+	}
+	return nil
+}
+
+// ScriptSHA returns the SHA1 of the decision script, for tools such as
+// redis-benchmark that call it directly with EVALSHA.
+func (s *RedisStore) ScriptSHA() string { return s.sha }
+
+// Allow checks and consumes every limit of req in one script call (see Store).
+func (s *RedisStore) Allow(ctx context.Context, req Request) (Decision, error) {
+	return s.decide(ctx, req, true)
+}
+
+// Peek evaluates req as Allow would, consuming and counting nothing:
+// Allowed says whether Allow would admit it now, Remaining and ResetAfter
+// describe the current state.
+func (s *RedisStore) Peek(ctx context.Context, req Request) (Decision, error) {
+	return s.decide(ctx, req, false)
+}
+
+func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Decision, error) {
+	if err := validateRequest(req); err != nil {
+		return Decision{}, err
+	}
+	call, err := s.prepare(req, consume)
+	if err != nil {
+		return Decision{}, err
+	}
+	reply, err := s.do(ctx, call)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(reply) != 2+4*len(req.Limits) {
+		return Decision{}, fmt.Errorf("rate-limit script: reply of %d values for %d limits", len(reply), len(req.Limits))
+	}
+	d := Decision{
+		Allowed: reply[0] == 1,
+		Delay:   micros(reply[1]),
+		Layers:  make([]LayerResult, len(req.Limits)),
+	}
+	for i, l := range req.Limits {
+		r := reply[2+4*i:]
+		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
+	}
+	s.metrics.count(d.Allowed)
+	return d, nil
+}
+
+// prepare builds the script's keys and arguments (see scripts/decide.lua).
+func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
+	n := len(req.Limits)
+	tag := s.prefix + "{" + req.Subject + "}:"
+	keys := make([]string, 0, 2*n+1)
+	args := make([]any, 0, 5+6*n)
+	op, now := "p", ""
+	if consume {
+		op = "a"
+	}
+	if s.testNow != nil {
+		now = strconv.FormatInt(s.testNow().UnixMicro(), 10)
+	}
+	usageField := ""
+	if consume && s.usage {
+		usageField = req.Route + "\x00"
+	}
+	args = append(args, op, now, n, usageField, int64(UsageRetention/time.Second))
+	for _, l := range req.Limits {
+		p, err := paramsOf(l)
+		if err != nil {
+			return nil, err
+		}
+		code := algorithmCode(p.alg)
+		k := tag + l.Name + ":" + code
+		if p.alg == SlidingWindowLog {
+			keys = append(keys, k, k+":m")
+		} else {
+			keys = append(keys, k, k)
+		}
+		queue := "0"
+		if p.queue {
+			queue = "1"
+		}
+		args = append(args, code, p.limit, p.window, p.burst, p.cost, queue)
+	}
+	if usageField != "" {
+		keys = append(keys, s.usageKey(req.Subject, usageBucketStart(s.clock().Unix())))
+	}
+	return &redisCall{keys: keys, args: args, done: make(chan struct{})}, nil
+}
+
+func (s *RedisStore) usageKey(subject string, bucket int64) string {
+	return s.prefix + "{" + subject + "}:stats:" + strconv.FormatInt(bucket, 10)
+}
+
+// do queues call for the next pipeline and waits for its reply.
+func (s *RedisStore) do(parent context.Context, call *redisCall) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(parent, s.timeout)
+	defer cancel()
+	select {
+	case s.queue <- call:
+	case <-ctx.Done():
+		return nil, s.ctxErr(parent, ctx)
+	case <-s.stop:
+		return nil, errStoreClosed
+	}
+	select {
+	case <-call.done:
+		return call.reply, call.err
+	case <-ctx.Done():
+		// The script may still run; the caller treats the decision as
+		// unavailable, which the failure mode then governs.
+		return nil, s.ctxErr(parent, ctx)
+	}
+}
+
+func (s *RedisStore) ctxErr(parent, ctx context.Context) error {
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: no reply within %s: %w", ErrStoreUnavailable, s.timeout, ctx.Err())
+}
+
+// work sends whatever decisions are queued as one pipeline, so an idle store
+// adds no latency and a busy one shares round trips.
+func (s *RedisStore) work() {
+	defer s.wg.Done()
+	batch := make([]*redisCall, 0, s.maxBatch)
+	for {
+		select {
+		case c := <-s.queue:
+			batch = append(batch[:0], c)
+		case <-s.stop:
+			return
+		}
+	fill:
+		for len(batch) < s.maxBatch {
+			select {
+			case c := <-s.queue:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		s.run(batch)
+		clear(batch)
+	}
+}
+
+func (s *RedisStore) run(batch []*redisCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	start := time.Now()
+	cmds := s.exec(ctx, batch)
+	if hasNoScript(cmds) {
+		// Redis restarted or SCRIPT FLUSH ran: load again and retry once
+		// the calls that did not run.
+		if err := s.load(ctx); err == nil {
+			var retry []*redisCall
+			var at []int
+			for i, cmd := range cmds {
+				if isNoScript(cmd.Err()) {
+					retry, at = append(retry, batch[i]), append(at, i)
+				}
+			}
+			for j, cmd := range s.exec(ctx, retry) {
+				cmds[at[j]] = cmd
+			}
+		}
+	}
+	if s.metrics != nil {
+		s.metrics.latency.Observe(time.Since(start).Seconds())
+		s.metrics.batch.Observe(float64(len(batch)))
+	}
+	for i, c := range batch {
+		reply, err := cmds[i].Int64Slice()
+		if err != nil {
+			c.err = classify(err)
+		} else {
+			c.reply = reply
+		}
+		close(c.done)
+	}
+}
+
+func (s *RedisStore) exec(ctx context.Context, batch []*redisCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(batch))
+	if len(batch) == 1 {
+		cmds[0] = s.client.EvalSha(ctx, s.sha, batch[0].keys, batch[0].args...)
+		return cmds
+	}
+	pipe := s.client.Pipeline()
+	for i, c := range batch {
+		cmds[i] = pipe.EvalSha(ctx, s.sha, c.keys, c.args...)
+	}
+	// Each command carries its own error; Exec's is the first of them.
+	_, _ = pipe.Exec(ctx)
+	return cmds
+}
+
+func hasNoScript(cmds []*redis.Cmd) bool {
+	for _, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			return true
+		}
+	}
+	return false
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// classify wraps err in ErrStoreUnavailable unless Redis answered with an
+// error that says the script or the data is wrong (a bug, not an outage).
+func classify(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		if (strings.HasPrefix(msg, "ERR") && !strings.Contains(msg, "max number of clients")) ||
+			strings.HasPrefix(msg, "WRONGTYPE") {
+			return fmt.Errorf("rate-limit script: %w", err)
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+}
+
+// Usage returns the usage of subjects in the buckets that end after since
+// (at most UsageRetention back), ordered by subject, route and bucket. All
+// buckets are read in one pipeline.
+func (s *RedisStore) Usage(ctx context.Context, subjects []string, since time.Time) ([]UsagePoint, error) {
+	to := usageBucketStart(s.clock().Unix())
+	from := max(usageBucketStart(since.Unix()), to-int64(UsageRetention/time.Second))
+	step := int64(UsageBucket / time.Second)
+	type read struct {
+		subject string
+		bucket  int64
+		cmd     *redis.MapStringStringCmd
+	}
+	var reads []read
+	pipe := s.client.Pipeline()
+	for _, subject := range subjects {
+		if err := validateRequest(Request{Subject: subject, Limits: []Limit{{}}}); err != nil {
+			return nil, err
+		}
+		for b := from; b <= to; b += step {
+			reads = append(reads, read{subject, b, pipe.HGetAll(ctx, s.usageKey(subject, b))})
+		}
+	}
+	if len(reads) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read usage: %w", classify(err))
+	}
+	var points []UsagePoint
+	for _, r := range reads {
+		byRoute := map[string]*UsagePoint{}
+		for field, v := range r.cmd.Val() {
+			route, kind, ok := cutLast(field, "\x00")
+			if !ok {
+				continue
+			}
+			count, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("read usage of %q: field %q: %w", r.subject, field, err)
+			}
+			p := byRoute[route]
+			if p == nil {
+				p = &UsagePoint{Subject: r.subject, Route: route, Bucket: time.Unix(r.bucket, 0).UTC()}
+				byRoute[route] = p
+			}
+			switch kind {
+			case "a":
+				p.Admitted = count
+			case "r":
+				p.Rejected = count
+			}
+		}
+		for _, p := range byRoute {
+			points = append(points, *p)
+		}
+	}
+	sortUsage(points)
+	return points, nil
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
