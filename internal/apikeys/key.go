@@ -30,27 +30,27 @@ const (
 // Key is an API key as operators and its owner see it. It never holds the
 // secret.
 type Key struct {
-	ID         int64  `json:"id"`
-	UserID     int64  `json:"user_id"`
-	OwnerEmail string `json:"owner_email"`
-	Name       string `json:"name"`
+	ID         int64  `json:"id" db:"id"`
+	UserID     int64  `json:"user_id" db:"user_id"`
+	OwnerEmail string `json:"owner_email" db:"owner_email"`
+	Name       string `json:"name" db:"name"`
 	// Prefix is the visible start of the key's current secret.
-	Prefix string `json:"prefix"`
+	Prefix string `json:"prefix" db:"prefix"`
 	// PlanID is the plan assigned to the key itself; nil means the owner's
 	// plan applies.
-	PlanID *int64 `json:"plan_id"`
+	PlanID *int64 `json:"plan_id" db:"plan_id"`
 	// PlanSlug is the plan that applies to the key: its own, else its owner's,
 	// else the default plan ("" if none).
-	PlanSlug string `json:"plan_slug"`
+	PlanSlug string `json:"plan_slug" db:"plan_slug"`
 	// Overrides replace the plan's same-named limits for this key (and add
 	// limits the plan does not have).
-	Overrides  []plans.LimitInput `json:"overrides"`
-	ExpiresAt  *time.Time         `json:"expires_at"`
-	RevokedAt  *time.Time         `json:"revoked_at"`
-	LastUsedAt *time.Time         `json:"last_used_at"`
-	CreatedAt  time.Time          `json:"created_at"`
+	Overrides  []plans.LimitInput `json:"overrides" db:"overrides"`
+	ExpiresAt  *time.Time         `json:"expires_at" db:"expires_at"`
+	RevokedAt  *time.Time         `json:"revoked_at" db:"revoked_at"`
+	LastUsedAt *time.Time         `json:"last_used_at" db:"last_used_at"`
+	CreatedAt  time.Time          `json:"created_at" db:"created_at"`
 	// Version is what SetOverrides must name (optimistic concurrency).
-	Version int `json:"version"`
+	Version int `json:"version" db:"version"`
 }
 
 // State returns StateRevoked, StateExpired or StateActive at time now.

@@ -91,13 +91,24 @@ func Check(secret string) error {
 			return ErrMalformed
 		}
 	}
-	body := secret[:len(secret)-ChecksumLen]
+	n := len(secret) - ChecksumLen
 	var want [ChecksumLen]byte
-	putChecksum(want[:], crc32.ChecksumIEEE([]byte(body)))
-	if string(want[:]) != secret[len(body):] {
+	putChecksum(want[:], crc32String(secret[:n]))
+	if string(want[:]) != secret[n:] {
 		return ErrMalformed
 	}
 	return nil
+}
+
+// crc32String is crc32.ChecksumIEEE over a string, computed bytewise from
+// the standard table: converting to []byte for the library call would cost
+// a heap allocation on every request.
+func crc32String(s string) uint32 {
+	crc := ^uint32(0)
+	for i := 0; i < len(s); i++ {
+		crc = crc32.IEEETable[byte(crc)^s[i]] ^ (crc >> 8)
+	}
+	return ^crc
 }
 
 func isBase62(c byte) bool {
@@ -107,7 +118,14 @@ func isBase62(c byte) bool {
 // Hash returns the SHA-256 of a secret, the form in which it is stored and
 // looked up.
 func Hash(secret string) [32]byte {
-	return sha256.Sum256([]byte(secret))
+	// A stack copy keeps the per-request hash allocation-free for secrets up
+	// to MaxSecretLen; longer input (never a valid key) is hashed directly.
+	var buf [MaxSecretLen]byte
+	if len(secret) > len(buf) {
+		return sha256.Sum256([]byte(secret))
+	}
+	n := copy(buf[:], secret)
+	return sha256.Sum256(buf[:n])
 }
 
 // PrefixOf returns the visible start of a secret ("sk_live_4fQz"), stored

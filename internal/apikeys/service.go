@@ -3,15 +3,27 @@ package apikeys
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
-var errNotImplemented = errors.New("not implemented yet")
+// Bounds on a key's fields.
+const (
+	MaxNameLen   = 100
+	MaxOverrides = plans.MaxLimitsPerPlan
+)
 
 // Service manages API keys in Postgres. Every change is audit-logged in the
 // same transaction and announced to every instance by NOTIFY triggers.
@@ -27,50 +39,389 @@ func NewService(pool *pgxpool.Pool, routes []string, logger *slog.Logger) *Servi
 	return &Service{pool: pool, routes: slices.Clone(routes), logger: logger}
 }
 
-// Create issues a key and returns it with its secret. The secret is shown
-// this once: only its hash is stored. Errors: *plans.ValidationError.
-func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, string, error) {
-	return Key{}, "", errNotImplemented
+// selectKeys reads keys with their owner, their current secret's prefix and
+// the plan that applies to them (own, else owner's, else default).
+const selectKeys = `
+SELECT k.id, k.user_id, u.email AS owner_email, k.name,
+       COALESCE((SELECT s.prefix FROM api_key_secrets s WHERE s.key_id = k.id ORDER BY s.id DESC LIMIT 1), '') AS prefix,
+       k.plan_id, COALESCE(kp.slug, up.slug, dp.slug, '') AS plan_slug,
+       k.overrides, k.expires_at, k.revoked_at, k.last_used_at, k.created_at, k.version
+FROM api_keys k
+JOIN users u ON u.id = k.user_id
+LEFT JOIN plans kp ON kp.id = k.plan_id
+LEFT JOIN plans up ON up.id = u.plan_id
+LEFT JOIN plans dp ON dp.is_default`
+
+func getKey(ctx context.Context, db audit.DBTX, tail string, args ...any) (Key, error) {
+	rows, err := db.Query(ctx, selectKeys+" "+tail, args...)
+	if err != nil {
+		return Key{}, fmt.Errorf("get key: %w", err)
+	}
+	k, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Key])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, fmt.Errorf("key %v: %w", args[0], ErrNotFound)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("get key: %w", err)
+	}
+	return k, nil
 }
 
-// Rotate issues a new secret for the key, keeping its identity (counters,
-// plan, overrides). The previous secrets stay valid for grace (0 to 24 h).
-// Errors: *plans.ValidationError, ErrNotFound, ErrRevoked, ErrExpired.
-func (s *Service) Rotate(ctx context.Context, actor string, id int64, grace time.Duration) (Key, string, error) {
-	return Key{}, "", errNotImplemented
-}
-
-// Revoke ends the key at once, every secret of it included. Revoking a
-// revoked key returns ErrRevoked. Errors: ErrNotFound, ErrRevoked.
-func (s *Service) Revoke(ctx context.Context, actor string, id int64) error {
-	return errNotImplemented
-}
-
-// SetOverrides replaces the key's limit overrides, provided version is
-// current. Errors: *plans.ValidationError, ErrNotFound, ErrConflict, ErrRevoked.
-func (s *Service) SetOverrides(ctx context.Context, actor string, id int64, version int, o []plans.LimitInput) (Key, error) {
-	return Key{}, errNotImplemented
-}
-
-// SetPlan assigns the key its own plan; nil returns it to its owner's plan.
-// Errors: *plans.ValidationError (no such plan), ErrNotFound, ErrRevoked.
-func (s *Service) SetPlan(ctx context.Context, actor string, id int64, planID *int64) (Key, error) {
-	return Key{}, errNotImplemented
+// lockKey reads a key for update and refuses keys that can no longer change.
+func lockKey(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (Key, error) {
+	k, err := getKey(ctx, tx, "WHERE k.id = $1 FOR UPDATE OF k", id)
+	if err != nil {
+		return Key{}, err
+	}
+	switch k.State(now) {
+	case StateRevoked:
+		return Key{}, fmt.Errorf("key %d: %w", id, ErrRevoked)
+	case StateExpired:
+		return Key{}, fmt.Errorf("key %d: %w", id, ErrExpired)
+	}
+	return k, nil
 }
 
 // Get returns the key with the given id, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, id int64) (Key, error) {
-	return Key{}, errNotImplemented
+	return getKey(ctx, s.pool, "WHERE k.id = $1", id)
 }
 
 // GetForUser returns the key if it belongs to userID, and ErrNotFound
 // otherwise, so a developer cannot probe other developers' keys.
 func (s *Service) GetForUser(ctx context.Context, userID, id int64) (Key, error) {
-	return Key{}, errNotImplemented
+	return getKey(ctx, s.pool, "WHERE k.id = $1 AND k.user_id = $2", id, userID)
 }
 
+const (
+	insertKey = `
+INSERT INTO api_keys (user_id, name, plan_id, overrides, expires_at)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING id`
+	insertSecret = `INSERT INTO api_key_secrets (key_id, hash, prefix) VALUES ($1, $2, $3)`
+)
+
+// Create issues a key and returns it with its secret. The secret is shown
+// this once: only its hash is stored. Errors: *plans.ValidationError.
+func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, string, error) {
+	in.Name = strings.TrimSpace(in.Name)
+	overrides := normalizedOverrides(in.Overrides)
+	var errs []plans.FieldError
+	if in.UserID <= 0 {
+		errs = append(errs, plans.FieldError{Field: "user_id", Message: "is required"})
+	}
+	if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
+		errs = append(errs, plans.FieldError{Field: "name", Message: fmt.Sprintf("must be 1 to %d characters", MaxNameLen)})
+	}
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
+		errs = append(errs, plans.FieldError{Field: "expires_at", Message: "must be in the future"})
+	}
+	errs = append(errs, s.validateOverrides(overrides)...)
+	if len(errs) > 0 {
+		return Key{}, "", &plans.ValidationError{Fields: errs}
+	}
+	secret, err := Generate()
+	if err != nil {
+		return Key{}, "", err
+	}
+	hash := Hash(secret)
+	var created Key
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, insertKey, in.UserID, in.Name, in.PlanID, overrides, in.ExpiresAt).Scan(&id); err != nil {
+			return mapWriteError(err)
+		}
+		if _, err := tx.Exec(ctx, insertSecret, id, hash[:], PrefixOf(secret)); err != nil {
+			return fmt.Errorf("insert secret: %w", err)
+		}
+		k, err := getKey(ctx, tx, "WHERE k.id = $1", id)
+		if err != nil {
+			return err
+		}
+		created = k
+		return audit.Record(ctx, tx, actor, "key.create", audit.ObjectKey, strconv.FormatInt(id, 10), nil, k)
+	})
+	if err != nil {
+		var ve *plans.ValidationError
+		if errors.As(err, &ve) {
+			return Key{}, "", ve
+		}
+		return Key{}, "", fmt.Errorf("create key: %w", err)
+	}
+	return created, secret, nil
+}
+
+const (
+	// Rotation never lengthens an older secret's grace: a secret already
+	// retiring keeps the earlier of its own end and the new one.
+	retireSecrets = `
+UPDATE api_key_secrets
+SET expires_at = LEAST(COALESCE(expires_at, 'infinity'), now() + $2::interval)
+WHERE key_id = $1 AND (expires_at IS NULL OR expires_at > now())`
+	// Secrets retired for a day are of no use to anyone; dropping them keeps
+	// the table and the snapshot small.
+	deleteOldSecrets = `DELETE FROM api_key_secrets WHERE key_id = $1 AND expires_at < now() - interval '1 day'`
+	bumpKey          = `UPDATE api_keys SET version = version + 1 WHERE id = $1`
+)
+
+// Rotate issues a new secret for the key, keeping its identity (counters,
+// plan, overrides). The previous secrets stay valid for grace (0 to 24 h;
+// 0 ends them at once). Errors: *plans.ValidationError, ErrNotFound,
+// ErrRevoked, ErrExpired.
+func (s *Service) Rotate(ctx context.Context, actor string, id int64, grace time.Duration) (Key, string, error) {
+	if grace < 0 || grace > MaxGrace {
+		return Key{}, "", &plans.ValidationError{Fields: []plans.FieldError{
+			{Field: "grace_seconds", Message: fmt.Sprintf("must be from 0 to %d (24 hours)", int(MaxGrace/time.Second))}}}
+	}
+	secret, err := Generate()
+	if err != nil {
+		return Key{}, "", err
+	}
+	hash := Hash(secret)
+	var rotated Key
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := lockKey(ctx, tx, id, time.Now())
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, retireSecrets, id, grace); err != nil {
+			return fmt.Errorf("retire secrets: %w", err)
+		}
+		if _, err := tx.Exec(ctx, deleteOldSecrets, id); err != nil {
+			return fmt.Errorf("delete old secrets: %w", err)
+		}
+		if _, err := tx.Exec(ctx, insertSecret, id, hash[:], PrefixOf(secret)); err != nil {
+			return fmt.Errorf("insert secret: %w", err)
+		}
+		if _, err := tx.Exec(ctx, bumpKey, id); err != nil {
+			return fmt.Errorf("bump key version: %w", err)
+		}
+		rotated, err = getKey(ctx, tx, "WHERE k.id = $1", id)
+		if err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, actor, "key.rotate", audit.ObjectKey, strconv.FormatInt(id, 10), before,
+			struct {
+				Key
+				GraceSeconds int64 `json:"grace_seconds"`
+			}{rotated, int64(grace / time.Second)})
+	})
+	if err != nil {
+		return Key{}, "", fmt.Errorf("rotate key %d: %w", id, err)
+	}
+	return rotated, secret, nil
+}
+
+const revokeKey = `UPDATE api_keys SET revoked_at = now(), version = version + 1 WHERE id = $1`
+
+// Revoke ends the key at once, every secret of it included. Revoking a
+// revoked key returns ErrRevoked; an expired key can still be revoked.
+// Errors: ErrNotFound, ErrRevoked.
+func (s *Service) Revoke(ctx context.Context, actor string, id int64) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := getKey(ctx, tx, "WHERE k.id = $1 FOR UPDATE OF k", id)
+		if err != nil {
+			return err
+		}
+		if before.RevokedAt != nil {
+			return ErrRevoked
+		}
+		if _, err := tx.Exec(ctx, revokeKey, id); err != nil {
+			return fmt.Errorf("revoke: %w", err)
+		}
+		after, err := getKey(ctx, tx, "WHERE k.id = $1", id)
+		if err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, actor, "key.revoke", audit.ObjectKey, strconv.FormatInt(id, 10), before, after)
+	})
+	if err != nil {
+		return fmt.Errorf("revoke key %d: %w", id, err)
+	}
+	return nil
+}
+
+const setOverrides = `UPDATE api_keys SET overrides = $2, version = version + 1 WHERE id = $1`
+
+// SetOverrides replaces the key's limit overrides, provided version is
+// current. Field errors are named "overrides[i].<field>".
+// Errors: *plans.ValidationError, ErrNotFound, ErrConflict, ErrRevoked.
+func (s *Service) SetOverrides(ctx context.Context, actor string, id int64, version int, o []plans.LimitInput) (Key, error) {
+	o = normalizedOverrides(o)
+	if errs := s.validateOverrides(o); len(errs) > 0 {
+		return Key{}, &plans.ValidationError{Fields: errs}
+	}
+	return s.change(ctx, actor, id, "key.overrides", func(tx pgx.Tx, k Key) error {
+		if k.Version != version {
+			return fmt.Errorf("key %d is at version %d, not %d: %w", id, k.Version, version, ErrConflict)
+		}
+		_, err := tx.Exec(ctx, setOverrides, id, o)
+		return err
+	})
+}
+
+const setPlan = `UPDATE api_keys SET plan_id = $2, version = version + 1 WHERE id = $1`
+
+// SetPlan assigns the key its own plan; nil returns it to its owner's plan.
+// Errors: *plans.ValidationError (no such plan), ErrNotFound, ErrRevoked.
+func (s *Service) SetPlan(ctx context.Context, actor string, id int64, planID *int64) (Key, error) {
+	return s.change(ctx, actor, id, "key.plan", func(tx pgx.Tx, k Key) error {
+		_, err := tx.Exec(ctx, setPlan, id, planID)
+		return mapWriteError(err)
+	})
+}
+
+// change runs one edit of a revocable key and audits it.
+func (s *Service) change(ctx context.Context, actor string, id int64, action string, edit func(pgx.Tx, Key) error) (Key, error) {
+	var after Key
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		before, err := getKey(ctx, tx, "WHERE k.id = $1 FOR UPDATE OF k", id)
+		if err != nil {
+			return err
+		}
+		if before.RevokedAt != nil {
+			return ErrRevoked
+		}
+		if err := edit(tx, before); err != nil {
+			return err
+		}
+		after, err = getKey(ctx, tx, "WHERE k.id = $1", id)
+		if err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, actor, action, audit.ObjectKey, strconv.FormatInt(id, 10), before, after)
+	})
+	if err != nil {
+		var ve *plans.ValidationError
+		if errors.As(err, &ve) {
+			return Key{}, ve
+		}
+		return Key{}, fmt.Errorf("%s %d: %w", action, id, err)
+	}
+	return after, nil
+}
+
+const listKeys = `
+SELECT *, count(*) OVER () AS total FROM (` + selectKeys + `
+WHERE ($1::bigint = 0 OR k.user_id = $1)
+  AND ($2::text = ''
+       OR k.name ILIKE '%' || $2 || '%' ESCAPE '\'
+       OR u.email ILIKE '%' || $2 || '%' ESCAPE '\'
+       OR EXISTS (SELECT 1 FROM api_key_secrets s WHERE s.key_id = k.id
+                  AND (s.prefix LIKE $3 || '%' ESCAPE '\' OR s.hash = $4)))
+  AND CASE $5::text
+        WHEN 'revoked' THEN k.revoked_at IS NOT NULL
+        WHEN 'expired' THEN k.revoked_at IS NULL AND k.expires_at <= now()
+        WHEN 'active'  THEN k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
+        ELSE true
+      END
+) page
+ORDER BY id DESC
+LIMIT $6 OFFSET $7`
+
+// Page-size bounds for List.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+)
+
 // List returns one page of the keys matching f, newest first, and the total
-// number matching.
+// number matching. A Query that is a whole, well-formed secret also finds
+// the key by its hash, so an operator can paste a leaked key to find it.
+// Errors: *plans.ValidationError (unknown state).
 func (s *Service) List(ctx context.Context, f Filter) ([]Key, int, error) {
-	return nil, 0, errNotImplemented
+	switch f.State {
+	case "", StateActive, StateExpired, StateRevoked:
+	default:
+		return nil, 0, &plans.ValidationError{Fields: []plans.FieldError{
+			{Field: "state", Message: "must be active, expired or revoked"}}}
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	offset := max(f.Offset, 0)
+	q := strings.TrimSpace(f.Query)
+	var hash []byte
+	if Check(q) == nil {
+		h := Hash(q)
+		hash = h[:]
+	}
+	prefixQ := q
+	if len(prefixQ) > PrefixLen {
+		prefixQ = prefixQ[:PrefixLen]
+	}
+	rows, err := s.pool.Query(ctx, listKeys, f.UserID, escapeLike(q), escapeLike(prefixQ), hash, f.State, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list keys: %w", err)
+	}
+	page, err := pgx.CollectRows(rows, pgx.RowToStructByName[keyWithTotal])
+	if err != nil {
+		return nil, 0, fmt.Errorf("list keys: %w", err)
+	}
+	keys := make([]Key, len(page))
+	total := 0
+	for i, r := range page {
+		keys[i] = r.Key
+		total = r.Total
+	}
+	if len(page) == 0 && offset > 0 {
+		// past the last page: the window function saw no rows, so ask for
+		// the total on its own
+		if _, total, err = s.List(ctx, Filter{UserID: f.UserID, Query: f.Query, State: f.State, Limit: 1}); err != nil {
+			return nil, 0, err
+		}
+	}
+	return keys, total, nil
+}
+
+// keyWithTotal is a row of a List page: the key and the number of matches.
+type keyWithTotal struct {
+	Key
+	Total int `db:"total"`
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+func normalizedOverrides(o []plans.LimitInput) []plans.LimitInput {
+	out := make([]plans.LimitInput, len(o))
+	for i, l := range o {
+		if l.Cost == 0 {
+			l.Cost = 1
+		}
+		if l.Mode == "" {
+			l.Mode = "reject"
+		}
+		l.Name = strings.TrimSpace(l.Name)
+		l.Route = strings.TrimSpace(l.Route)
+		out[i] = l
+	}
+	return out
+}
+
+func (s *Service) validateOverrides(o []plans.LimitInput) []plans.FieldError {
+	var errs []plans.FieldError
+	if len(o) > MaxOverrides {
+		errs = append(errs, plans.FieldError{Field: "overrides", Message: fmt.Sprintf("at most %d overrides", MaxOverrides)})
+	}
+	return append(errs, plans.ValidateLimits("overrides", o, s.routes)...)
+}
+
+// mapWriteError turns foreign-key violations into field errors: the caller
+// named a user or plan that does not exist.
+func mapWriteError(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23503" {
+		return err
+	}
+	switch pgErr.ConstraintName {
+	case "api_keys_user_id_fkey":
+		return &plans.ValidationError{Fields: []plans.FieldError{{Field: "user_id", Message: "no such user"}}}
+	case "api_keys_plan_id_fkey":
+		return &plans.ValidationError{Fields: []plans.FieldError{{Field: "plan_id", Message: "no such plan"}}}
+	}
+	return err
 }
