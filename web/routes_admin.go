@@ -3,6 +3,34 @@ package web
 import "net/http"
 
 // adminRoutes registers the operator dashboard's routes; op wraps a handler
-// so only operators reach it.
+// so only operators reach it. Every state change is a POST (behind
+// CrossOriginProtection), and every form works without JavaScript.
 func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.Handler) {
+	mux.Handle("GET /admin", op(s.usageOverview))
+	mux.Handle("GET /admin/live", op(s.liveKeys))
+	mux.Handle("GET /admin/live/stream", op(s.liveStream))
+
+	mux.Handle("GET /admin/plans", op(s.plansList))
+	mux.Handle("GET /admin/plans/new", op(s.planNew))
+	mux.Handle("POST /admin/plans", op(s.planCreate))
+	mux.Handle("GET /admin/plans/{id}", op(s.planShow))
+	mux.Handle("POST /admin/plans/{id}", op(s.planUpdate))
+	mux.Handle("POST /admin/plans/{id}/limits", op(s.tierAdd))
+	mux.Handle("GET /admin/plans/{id}/limits/{limitID}", op(s.tierShow))
+	mux.Handle("GET /admin/plans/{id}/limits/{limitID}/edit", op(s.tierEditForm))
+	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))
+	mux.Handle("POST /admin/plans/{id}/limits/{limitID}/delete", op(s.tierDelete))
+
+	mux.Handle("GET /admin/keys", op(s.keysList))
+	mux.Handle("GET /admin/keys/{id}", op(s.keyShow))
+	mux.Handle("POST /admin/keys/{id}/plan", op(s.keySetPlan))
+	mux.Handle("POST /admin/keys/{id}/overrides", op(s.keySetOverride))
+	mux.Handle("POST /admin/keys/{id}/overrides/delete", op(s.keyDeleteOverride))
+	mux.Handle("GET /admin/keys/{id}/revoke", op(s.keyRevokeConfirm))
+	mux.Handle("POST /admin/keys/{id}/revoke", op(s.keyRevoke))
+
+	mux.Handle("GET /admin/developers", op(s.developersList))
+	mux.Handle("POST /admin/developers/{id}/plan", op(s.developerSetPlan))
+
+	mux.Handle("GET /admin/audit", op(s.auditList))
 }

@@ -14,13 +14,16 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
 // Deps is everything the UI needs. Logger, SessionSecret, Users and Limiter
-// are required.
+// are required; the operator pages also need Pool, Plans, Keys and Usage.
 type Deps struct {
 	Logger *slog.Logger
 	// SessionSecret signs and encrypts the session cookie; at least 32 bytes.
@@ -28,9 +31,16 @@ type Deps struct {
 	SessionSecret []byte
 	// Users authenticates sign-ins and loads the signed-in user per request.
 	Users *users.Repo
+	// Pool is the store of record: the audit log and the dashboard's usage
+	// read model (which keys were used lately) are read from it.
+	Pool  *pgxpool.Pool
+	Plans *plans.Service
+	Keys  *apikeys.Service
 	// Limiter is Sluice's own engine; the sign-in form is rate limited with
 	// it, and the live view peeks at keys' limits through it.
 	Limiter enforce.Store
+	// Usage reads the engine's usage series (both stores implement it).
+	Usage UsageReader
 	// Health lists the dependencies whose failure shows a banner on every
 	// page (e.g. Postgres, Redis).
 	Health []HealthCheck
@@ -39,6 +49,12 @@ type Deps struct {
 	TrustedProxies []netip.Prefix
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// UsageReader reads the engine's admitted and rejected counts per subject,
+// route and 10-second bucket since a time.
+type UsageReader interface {
+	Usage(ctx context.Context, subjects []string, since time.Time) ([]enforce.UsagePoint, error)
 }
 
 // HealthCheck is one dependency the banner reports on.
@@ -56,6 +72,7 @@ type Server struct {
 	sessions *sessions.CookieStore
 	handler  http.Handler
 	health   healthCache
+	usage    usageCache
 }
 
 // New builds the UI from its dependencies. It panics on a missing required
@@ -63,6 +80,9 @@ type Server struct {
 func New(deps Deps) *Server {
 	if deps.Logger == nil || deps.Users == nil || deps.Limiter == nil {
 		panic("web.New: Logger, Users and Limiter are required")
+	}
+	if deps.Pool == nil || deps.Plans == nil || deps.Keys == nil || deps.Usage == nil {
+		panic("web.New: Pool, Plans, Keys and Usage are required")
 	}
 	if len(deps.SessionSecret) < 32 {
 		panic("web.New: SessionSecret must be at least 32 bytes")

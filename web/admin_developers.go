@@ -1,0 +1,98 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/users"
+	"github.com/sluicehq/sluice/views"
+)
+
+// developersPageSize caps the developers list; the search narrows it.
+const developersPageSize = 200
+
+func (s *Server) developersData(r *http.Request, q string) (views.DevelopersList, error) {
+	ctx := r.Context()
+	devs, err := s.deps.Users.List(ctx, users.ListFilter{Role: users.RoleDeveloper, EmailContains: q, Limit: developersPageSize})
+	if err != nil {
+		return views.DevelopersList{}, err
+	}
+	all, err := s.deps.Plans.List(ctx)
+	if err != nil {
+		return views.DevelopersList{}, err
+	}
+	return views.DevelopersList{Query: q, Developers: devs, Plans: all}, nil
+}
+
+func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {
+	l, err := s.developersData(r, strings.TrimSpace(r.URL.Query().Get("q")))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("saved") != "" {
+		l.Message = "Plan changed."
+	}
+	s.render(w, r, http.StatusOK, views.DevelopersPage(s.page(r, "Developers", "developers"), l))
+}
+
+// developerSetPlan moves a developer (and every key without a plan of its
+// own) to another plan, and records it in the audit log.
+func (s *Server) developerSetPlan(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	before, err := s.deps.Users.ByID(ctx, id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if before.Role != users.RoleDeveloper {
+		s.error(w, r, errNotFound)
+		return
+	}
+	planID, perr := formPlanID(r)
+	version, _ := strconv.Atoi(r.PostFormValue("version"))
+	var message string
+	status := http.StatusUnprocessableEntity
+	if perr != nil {
+		message = perr.Error()
+	} else {
+		after, err := s.deps.Users.SetPlan(ctx, id, planID, version)
+		switch {
+		case err == nil:
+			// users.Repo does not audit; the UI records who did it.
+			if aerr := audit.Record(ctx, s.deps.Pool, s.actor(r), "user.set_plan", audit.ObjectUser,
+				strconv.FormatInt(id, 10), before, after); aerr != nil {
+				s.log.Error("audit developer plan change", "user_id", id, "err", aerr)
+			}
+			http.Redirect(w, r, "/admin/developers?saved=1", http.StatusSeeOther)
+			return
+		case errors.Is(err, users.ErrUnknownPlan):
+			message = "That plan no longer exists."
+		case errors.Is(err, users.ErrConflict):
+			message = "Someone else changed this developer first; the current plan is shown. Try again."
+			status = http.StatusConflict
+		default:
+			s.error(w, r, err)
+			return
+		}
+	}
+	l, err := s.developersData(r, "")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	l.ErrorFor, l.Error = id, message
+	s.render(w, r, status, views.DevelopersPage(s.page(r, "Developers", "developers"), l))
+}

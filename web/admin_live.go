@@ -1,0 +1,244 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/views"
+)
+
+// maxLiveKeys bounds one live view: each key costs a Peek and a usage read
+// per second.
+const maxLiveKeys = 10
+
+// liveTick is how often the live view pushes figures.
+const liveTick = time.Second
+
+// liveLimitsTTL is how long a stream reuses a key's limits before reading
+// its plan again, so plan edits show within seconds.
+const liveLimitsTTL = 5 * time.Second
+
+// parseKeyIDs reads "12, 15 40" (or repeated key= parameters) into ids.
+func parseKeyIDs(q url.Values) ([]int64, string, error) {
+	raw := strings.Join(append(q["keys"], q["key"]...), ",")
+	fields := strings.FieldsFunc(raw, func(r rune) bool { return r == ',' || r == ' ' })
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, f := range fields {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, raw, fmt.Errorf("%q is not a key id", f)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > maxLiveKeys {
+		return nil, raw, fmt.Errorf("watch at most %d keys at once", maxLiveKeys)
+	}
+	return ids, raw, nil
+}
+
+func streamURL(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return "/admin/live/stream?keys=" + url.QueryEscape(strings.Join(parts, ","))
+}
+
+// liveKeys is the live view's page: the first figures rendered at once, the
+// rest pushed by the stream.
+func (s *Server) liveKeys(w http.ResponseWriter, r *http.Request) {
+	ids, raw, err := parseKeyIDs(r.URL.Query())
+	p := s.page(r, "Live keys", "usage")
+	p.SSE = true
+	v := views.LivePage{Query: raw}
+	if err != nil {
+		v.Error = err.Error()
+		s.render(w, r, http.StatusBadRequest, views.LiveKeysPage(p, v))
+		return
+	}
+	lv := newLiveView(s)
+	for _, id := range ids {
+		k, err := lv.figures(r.Context(), id)
+		if errors.Is(err, apikeys.ErrNotFound) {
+			v.Error = fmt.Sprintf("There is no key %d.", id)
+			s.render(w, r, http.StatusNotFound, views.LiveKeysPage(p, v))
+			return
+		}
+		v.Keys = append(v.Keys, k)
+	}
+	v.StreamURL = streamURL(ids)
+	s.render(w, r, http.StatusOK, views.LiveKeysPage(p, v))
+}
+
+// liveStream pushes each watched key's figures every second as a
+// Server-Sent Event named "key-<id>" whose data is the key's HTML fragment.
+func (s *Server) liveStream(w http.ResponseWriter, r *http.Request) {
+	ids, _, err := parseKeyIDs(r.URL.Query())
+	if err != nil || len(ids) == 0 {
+		http.Error(w, "name between 1 and 10 key ids in keys=", http.StatusBadRequest)
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	ctx := r.Context()
+	lv := newLiveView(s)
+	tick := time.NewTicker(liveTick)
+	defer tick.Stop()
+	var buf bytes.Buffer
+	for {
+		buf.Reset()
+		for _, id := range ids {
+			k, err := lv.figures(ctx, id)
+			if err != nil && ctx.Err() != nil {
+				return
+			}
+			var frag bytes.Buffer
+			if err := views.LiveKeyFragment(k).Render(ctx, &frag); err != nil {
+				return
+			}
+			writeEvent(&buf, views.LiveEvent(id), frag.Bytes())
+		}
+		// A stream outlives the server's write timeout; each push gets
+		// its own deadline instead.
+		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// writeEvent writes one SSE event; every line of data gets its own "data:"
+// prefix, as the format requires.
+func writeEvent(buf *bytes.Buffer, event string, data []byte) {
+	buf.WriteString("event: ")
+	buf.WriteString(event)
+	buf.WriteByte('\n')
+	for _, line := range bytes.Split(data, []byte{'\n'}) {
+		buf.WriteString("data: ")
+		buf.Write(bytes.TrimRight(line, "\r"))
+		buf.WriteByte('\n')
+	}
+	buf.WriteByte('\n')
+}
+
+// liveView computes watched keys' figures, reusing each key's limits for a
+// few seconds.
+type liveView struct {
+	s      *Server
+	cached map[int64]liveLimits
+}
+
+type liveLimits struct {
+	at     time.Time
+	key    apikeys.Key
+	limits []enforce.Limit
+}
+
+func newLiveView(s *Server) *liveView {
+	return &liveView{s: s, cached: map[int64]liveLimits{}}
+}
+
+// figures returns a key's live figures. Errors reading the engine are shown
+// on the key rather than ending the view; an unknown key is an error.
+func (lv *liveView) figures(ctx context.Context, id int64) (views.LiveKey, error) {
+	s := lv.s
+	now := s.now()
+	c, ok := lv.cached[id]
+	if !ok || now.Sub(c.at) > liveLimitsTTL {
+		k, err := s.deps.Keys.Get(ctx, id)
+		if err != nil {
+			if !ok {
+				return views.LiveKey{ID: id, Problem: "This key could not be read."}, err
+			}
+		} else {
+			limits, err := s.keyLimits(ctx, k)
+			if err != nil && !ok {
+				return views.LiveKey{ID: id, Name: k.Name, Problem: "This key's limits could not be read."}, err
+			}
+			if err == nil {
+				c = liveLimits{at: now, key: k, limits: limits}
+				lv.cached[id] = c
+			}
+		}
+	}
+	k := c.key
+	out := views.LiveKey{ID: k.ID, Name: k.Name, Owner: k.OwnerEmail, Prefix: k.Prefix, Plan: k.PlanSlug, State: k.State(now)}
+	subject := "key:" + strconv.FormatInt(k.ID, 10)
+	if len(c.limits) > 0 {
+		d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Limits: c.limits})
+		if err != nil {
+			out.Problem = "The rate-limit store could not be read just now."
+			s.log.Warn("live view peek", "key_id", k.ID, "err", err)
+		}
+		for i, l := range d.Layers {
+			used := max(l.Limit.Limit-l.Remaining, 0)
+			out.Limits = append(out.Limits, views.LiveLimit{
+				Name: c.limits[i].Name, Route: c.limits[i].Route, Used: used, Limit: l.Limit.Limit, ResetIn: l.ResetAfter,
+			})
+		}
+	}
+	points, err := s.deps.Usage.Usage(ctx, []string{subject}, now.Add(-usageWindow))
+	if err != nil {
+		out.Problem = "The usage series could not be read just now."
+		s.log.Warn("live view usage", "key_id", k.ID, "err", err)
+	}
+	for _, p := range points {
+		out.LastHour = out.LastHour.Add(views.Traffic{Admitted: p.Admitted, Rejected: p.Rejected})
+	}
+	return out, nil
+}
+
+// keyLimits is what the engine enforces for a key: its plan's limits, with
+// its overrides replacing same-named limits and adding new ones, named as
+// the snapshot names them.
+func (s *Server) keyLimits(ctx context.Context, k apikeys.Key) ([]enforce.Limit, error) {
+	var out []enforce.Limit
+	index := map[string]int{}
+	if k.PlanSlug != "" {
+		p, err := s.deps.Plans.GetBySlug(ctx, k.PlanSlug)
+		if err != nil && !errors.Is(err, plans.ErrNotFound) {
+			return nil, err
+		}
+		for _, l := range p.Limits {
+			index[l.Name] = len(out)
+			out = append(out, l.Enforce(p.Slug))
+		}
+	}
+	for _, o := range k.Overrides {
+		l := o.Enforce(k.PlanSlug)
+		if i, ok := index[o.Name]; ok {
+			out[i] = l
+			continue
+		}
+		index[o.Name] = len(out)
+		out = append(out, l)
+	}
+	return out, nil
+}

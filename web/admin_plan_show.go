@@ -1,0 +1,102 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/views"
+)
+
+// conflictMessage is shown when an edit names a version someone else has
+// already replaced.
+const conflictMessage = "Someone else saved this plan after you opened it, so your change was not saved. " +
+	"The plan as it is now is shown; apply your change again if it is still needed."
+
+func planPath(id int64) string { return "/admin/plans/" + strconv.FormatInt(id, 10) }
+
+// planPage loads what the plan page shows.
+func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error) {
+	p, err := s.deps.Plans.Get(ctx, id)
+	if err != nil {
+		return views.PlanPage{}, err
+	}
+	counts, err := s.deps.Plans.Counts(ctx)
+	if err != nil {
+		return views.PlanPage{}, err
+	}
+	return views.PlanPage{
+		Plan:    p,
+		Routes:  s.deps.Plans.Routes(),
+		Counts:  counts[p.ID],
+		Details: views.PlanForm{Input: p.Input()},
+	}, nil
+}
+
+func (s *Server) renderPlanPage(w http.ResponseWriter, r *http.Request, status int, v views.PlanPage) {
+	s.render(w, r, status, views.PlanDetailPage(s.page(r, v.Plan.Name, "plans"), v))
+}
+
+func (s *Server) planShow(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	v, err := s.planPage(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("saved") != "" {
+		v.Saved = "Saved."
+	}
+	s.renderPlanPage(w, r, http.StatusOK, v)
+}
+
+// planUpdate saves the plan's own fields, keeping its tiers as they were
+// when the form was rendered (the version check guarantees that).
+func (s *Server) planUpdate(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	current, err := s.deps.Plans.Get(ctx, id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	in := planInput(r)
+	in.Limits = current.Input().Limits
+	_, err = s.deps.Plans.Update(ctx, s.actor(r), id, formVersion(r), in)
+	if err == nil {
+		http.Redirect(w, r, planPath(id)+"?saved=1", http.StatusSeeOther)
+		return
+	}
+	v, loadErr := s.planPage(ctx, id)
+	if loadErr != nil {
+		s.error(w, r, loadErr)
+		return
+	}
+	switch errs, invalid := fieldErrors(err); {
+	case invalid:
+		v.Details = views.PlanForm{Input: in, Errors: errs}
+		s.renderPlanPage(w, r, http.StatusUnprocessableEntity, v)
+	case errors.Is(err, plans.ErrConflict):
+		v.Conflict = conflictMessage
+		s.renderPlanPage(w, r, http.StatusConflict, v)
+	case errors.Is(err, plans.ErrSlugTaken):
+		v.Details = views.PlanForm{Input: in, Errors: views.FieldErrors{"slug": "is already used by another plan"}}
+		s.renderPlanPage(w, r, http.StatusConflict, v)
+	default:
+		s.error(w, r, err)
+	}
+}

@@ -1,0 +1,75 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/views"
+)
+
+// tierAdd adds a tier to a plan. With htmx the answer is the new row
+// (appended out of band) and a fresh form; without it, the plan page.
+func (s *Server) tierAdd(w http.ResponseWriter, r *http.Request) {
+	planID, err := pathID(r, "id")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	in, parseErrs := tierInput(r)
+	f := views.TierForm{Input: in, Errors: parseErrs}
+	var p plans.Plan
+	if len(parseErrs) == 0 {
+		p, err = s.deps.Plans.AddLimit(ctx, s.actor(r), planID, formVersion(r), in)
+		if err == nil {
+			s.tierAdded(w, r, p, in.Name)
+			return
+		}
+		errs, invalid := fieldErrors(err)
+		switch {
+		case invalid:
+			f.Errors = errs
+		case errors.Is(err, plans.ErrConflict):
+			f.Conflict = conflictMessage
+		default:
+			s.error(w, r, err)
+			return
+		}
+	}
+	status := http.StatusUnprocessableEntity
+	if f.Conflict != "" {
+		status = http.StatusConflict
+	}
+	v, err := s.planPage(ctx, planID)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if isHTMX(r) {
+		s.render(w, r, status, views.TierAddRejected(v.Plan, v.Routes, f))
+		return
+	}
+	v.New = f
+	s.renderPlanPage(w, r, status, v)
+}
+
+func (s *Server) tierAdded(w http.ResponseWriter, r *http.Request, p plans.Plan, name string) {
+	if !isHTMX(r) {
+		http.Redirect(w, r, planPath(p.ID)+"?saved=1", http.StatusSeeOther)
+		return
+	}
+	for _, l := range p.Limits {
+		if l.Name == name {
+			s.render(w, r, http.StatusOK, views.TierAdded(p, l, s.deps.Plans.Routes()))
+			return
+		}
+	}
+	// The tier is saved but not found by name (renamed by a racing edit):
+	// show the whole table as it is.
+	s.render(w, r, http.StatusOK, views.TierAddRejected(p, s.deps.Plans.Routes(), views.TierForm{}))
+}
