@@ -2,14 +2,13 @@ package enforce
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // epoch is where every controlled clock starts: a multiple of every window
@@ -36,46 +35,24 @@ func (c *fakeClock) Set(t time.Time) {
 	c.t = t
 }
 
-// redisURL is where the tests find Redis.
-func redisURL() string {
-	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
+// newTestRedis returns a client of the test Redis and a key prefix unique to
+// the test; testenv deletes the prefix's keys when the test ends.
+func newTestRedis(t testing.TB) (redis.UniversalClient, string) {
+	t.Helper()
+	return testenv.Redis(t)
 }
 
-// newTestRedis returns a client of the shared test Redis and a key prefix
-// unique to the test; the test's keys are deleted when it ends.
-func newTestRedis(t testing.TB) (*redis.Client, string) {
+// newInstanceClient returns a second, independent client of the test Redis,
+// standing in for another portal instance.
+func newInstanceClient(t testing.TB) *redis.Client {
 	t.Helper()
-	opts, err := redis.ParseURL(redisURL())
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
 	if err != nil {
 		t.Fatalf("parse Redis URL: %v", err)
 	}
-	opts.PoolSize = 128
 	client := redis.NewClient(opts)
-	ctx := context.Background()
-	if err := client.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at %s: %v", redisURL(), err)
-	}
-	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
-	prefix := fmt.Sprintf("sluicetest:%s:%d:", name, time.Now().UnixNano())
-	t.Cleanup(func() {
-		deleteKeys(t, client, prefix)
-		client.Close()
-	})
-	return client, prefix
-}
-
-func deleteKeys(t testing.TB, client *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		client.Del(ctx, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		t.Errorf("delete test keys: %v", err)
-	}
+	t.Cleanup(func() { client.Close() })
+	return client
 }
 
 func newTestRedisStore(t testing.TB, client redis.UniversalClient, opts RedisOptions) *RedisStore {

@@ -1,0 +1,335 @@
+package enforce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// privateRedis is a redis-server started for one test, for what must never
+// run on the shared server (SCRIPT FLUSH, CONFIG RESETSTAT, a restart).
+type privateRedis struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+}
+
+// startPrivateRedis starts redis-server on a free port below 32768 without
+// persistence; it is stopped when the test ends.
+func startPrivateRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server is needed for this test: %v", err)
+	}
+	for attempt := 0; attempt < 20; attempt++ {
+		port := 20000 + int(time.Now().UnixNano()%12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		r := &privateRedis{t: t, port: port}
+		if r.start() == nil {
+			t.Cleanup(r.stop)
+			return r
+		}
+	}
+	t.Fatal("no free port for a private redis-server")
+	return nil
+}
+
+func (r *privateRedis) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
+
+func (r *privateRedis) start() error {
+	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no")
+	if err := r.cmd.Start(); err != nil {
+		return err
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.addr()})
+	defer c.Close()
+	for i := 0; i < 100; i++ {
+		if c.Ping(context.Background()).Err() == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.stop()
+	return fmt.Errorf("redis-server on port %d did not answer", r.port)
+}
+
+func (r *privateRedis) stop() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+	r.cmd = nil
+}
+
+func (r *privateRedis) client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// everyAlgorithm is one limit of each algorithm, all admitting the request.
+func everyAlgorithm() []Limit {
+	return []Limit{
+		{Name: "fw", Algorithm: FixedWindow, Limit: 10, Window: time.Minute},
+		{Name: "log", Algorithm: SlidingWindowLog, Limit: 10, Window: time.Minute},
+		{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 10, Window: time.Minute},
+		{Name: "tb", Algorithm: TokenBucket, Limit: 10, Window: time.Minute},
+		{Name: "lb", Algorithm: LeakyBucket, Limit: 10, Window: time.Minute, Burst: 5, Mode: ModeQueue},
+	}
+}
+
+func TestRedisStoreKeys(t *testing.T) {
+	client, prefix := newTestRedis(t)
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Timeout: 2 * time.Second})
+	ctx := context.Background()
+	subject := "key:42"
+	d, err := store.Allow(ctx, Request{Subject: subject, Route: "GET /api/items/{id}", Limits: everyAlgorithm()})
+	if err != nil || !d.Allowed {
+		t.Fatalf("Allow = %+v, %v; want admitted", d, err)
+	}
+	keys, err := client.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fw, swc, tb, lb: one key each; the sliding log two; usage one.
+	if len(keys) != 7 {
+		t.Fatalf("keys written = %d %q, want 7", len(keys), keys)
+	}
+	for _, k := range keys {
+		t.Run(strings.TrimPrefix(k, prefix), func(t *testing.T) {
+			if tag := prefix + "{" + subject + "}:"; !strings.HasPrefix(k, tag) {
+				t.Errorf("key %q lacks the hash tag %q", k, tag)
+			}
+			ttl, err := client.PTTL(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl <= 0 {
+				t.Errorf("PTTL(%q) = %s, want a TTL", k, ttl)
+			}
+		})
+	}
+}
+
+// snapshot returns every key under prefix with its serialized value.
+func snapshot(t *testing.T, client redis.UniversalClient, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := client.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		v, err := client.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func sameSnapshot(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestRedisStoreWritesNothingItDoesNotConsume(t *testing.T) {
+	client, prefix := newTestRedis(t)
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Timeout: 2 * time.Second, DisableUsage: true})
+	ctx := context.Background()
+	limits := everyAlgorithm()
+	req := Request{Subject: "ip:192.0.2.1", Limits: limits}
+
+	t.Run("PeekOnFreshSubject", func(t *testing.T) {
+		if _, err := store.Peek(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if got := snapshot(t, client, prefix); len(got) != 0 {
+			t.Errorf("Peek wrote %d keys, want none", len(got))
+		}
+	})
+	if _, err := store.Allow(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, client, prefix)
+	t.Run("PeekAfterAllow", func(t *testing.T) {
+		if _, err := store.Peek(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if !sameSnapshot(before, snapshot(t, client, prefix)) {
+			t.Error("Peek changed stored state")
+		}
+	})
+	t.Run("RejectedByOneLayer", func(t *testing.T) {
+		strict := append([]Limit{{Name: "strict", Algorithm: FixedWindow, Limit: 1, Window: time.Minute, Cost: 2}}, limits...)
+		d, err := store.Allow(ctx, Request{Subject: req.Subject, Limits: strict})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			t.Fatal("cost 2 against limit 1 was admitted")
+		}
+		if !sameSnapshot(before, snapshot(t, client, prefix)) {
+			t.Error("a rejected request changed stored state")
+		}
+	})
+}
+
+func TestRedisStoreSurvivesScriptFlushAndRestart(t *testing.T) {
+	srv := startPrivateRedis(t)
+	client := srv.client()
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: "t:", Timeout: 500 * time.Millisecond})
+	ctx := context.Background()
+	req := Request{Subject: "key:1", Limits: []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 100, Window: time.Hour}}}
+	allow := func() (Decision, error) { return store.Allow(ctx, req) }
+
+	if _, err := allow(); err != nil {
+		t.Fatalf("first Allow: %v", err)
+	}
+	t.Run("ReloadsAfterScriptFlush", func(t *testing.T) {
+		if err := client.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := allow()
+		if err != nil {
+			t.Fatalf("Allow after SCRIPT FLUSH: %v", err)
+		}
+		if d.Layers[0].Remaining != 98 {
+			t.Errorf("Remaining = %d, want 98", d.Layers[0].Remaining)
+		}
+	})
+	t.Run("UnavailableWhileDown", func(t *testing.T) {
+		srv.stop()
+		_, err := allow()
+		if !errors.Is(err, ErrStoreUnavailable) {
+			t.Fatalf("Allow with Redis down = %v, want ErrStoreUnavailable", err)
+		}
+	})
+	t.Run("RecoversAfterRestart", func(t *testing.T) {
+		if err := srv.start(); err != nil {
+			t.Fatal(err)
+		}
+		var d Decision
+		var err error
+		// The pool may hold connections to the dead server; a few attempts
+		// flush them out.
+		for i := 0; i < 20; i++ {
+			if d, err = allow(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("Allow after restart: %v", err)
+		}
+		// The restarted server lost its state (no persistence) and its scripts.
+		if d.Layers[0].Remaining != 99 {
+			t.Errorf("Remaining = %d, want 99 on a fresh server", d.Layers[0].Remaining)
+		}
+	})
+}
+
+func TestRedisStoreUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer client.Close()
+	store, err := NewRedisStore(client, RedisOptions{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("NewRedisStore with Redis down = %v, want a store that reports per call", err)
+	}
+	defer store.Close()
+	req := Request{Subject: "key:1", Limits: []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 1, Window: time.Second}}}
+	for _, op := range []struct {
+		name string
+		call func(context.Context, Request) (Decision, error)
+	}{{"Allow", store.Allow}, {"Peek", store.Peek}} {
+		t.Run(op.name, func(t *testing.T) {
+			if _, err := op.call(context.Background(), req); !errors.Is(err, ErrStoreUnavailable) {
+				t.Errorf("%s = %v, want ErrStoreUnavailable", op.name, err)
+			}
+		})
+	}
+}
+
+// evalshaCalls reads how many EVALSHA calls the server has answered.
+func evalshaCalls(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+func TestRedisStoreOneScriptCallPerDecision(t *testing.T) {
+	srv := startPrivateRedis(t)
+	admin := srv.client()
+	client := srv.client()
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: "t:", Timeout: 2 * time.Second})
+	ctx := context.Background()
+	for _, layers := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("%dLayers", layers), func(t *testing.T) {
+			limits := everyAlgorithm()[:layers]
+			before := evalshaCalls(t, admin)
+			const decisions = 200
+			var wg sync.WaitGroup
+			errs := make(chan error, decisions)
+			for i := 0; i < decisions; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("key:%d", i%7), Route: "GET /x", Limits: limits})
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := evalshaCalls(t, admin) - before; got != decisions {
+				t.Errorf("EVALSHA calls = %d for %d decisions of %d layers, want one per decision", got, decisions, layers)
+			}
+		})
+	}
+}
