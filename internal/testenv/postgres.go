@@ -106,7 +106,11 @@ func startPostgres() (*pgServer, error) {
 
 // findPostgres picks the server per the package documentation.
 func findPostgres() (string, error) {
-	if u := firstEnv("TEST_DATABASE_URL", "DATABASE_URL"); u != "" {
+	u := firstEnv("TEST_DATABASE_URL", "DATABASE_URL")
+	if u == "embedded" {
+		return startEmbedded()
+	}
+	if u != "" {
 		return u, nil
 	}
 	if reachable("127.0.0.1:5432") {

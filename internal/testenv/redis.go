@@ -63,7 +63,11 @@ func RedisURL(t testing.TB) string {
 
 // findRedis picks the server per the package documentation.
 func findRedis() (*redisServer, error) {
-	if u := firstEnv("TEST_REDIS_URL", "REDIS_URL"); u != "" {
+	u := firstEnv("TEST_REDIS_URL", "REDIS_URL")
+	if u == "miniredis" {
+		return startMiniredis()
+	}
+	if u != "" {
 		return &redisServer{url: u}, nil
 	}
 	if reachable("127.0.0.1:6379") {
@@ -83,7 +87,12 @@ func findRedis() (*redisServer, error) {
 	if requireServices() {
 		return nil, errors.New("TEST_REQUIRE_SERVICES=1 but TEST_REDIS_URL and REDIS_URL are unset and nothing answers on 127.0.0.1:6379")
 	}
-	// miniredis lives as long as the test binary; its goroutines end with it.
+	return startMiniredis()
+}
+
+// startMiniredis starts an in-process Redis that lives as long as the test
+// binary.
+func startMiniredis() (*redisServer, error) {
 	m, err := miniredis.Run()
 	if err != nil {
 		return nil, fmt.Errorf("start miniredis: %w", err)

@@ -7,6 +7,9 @@
 //   - Redis: TEST_REDIS_URL, else REDIS_URL, else 127.0.0.1:6379, else an
 //     in-process miniredis.
 //
+// TEST_DATABASE_URL=embedded and TEST_REDIS_URL=miniredis force the
+// fallbacks, to check that the suite passes on a machine without servers.
+//
 // With TEST_REQUIRE_SERVICES=1 a missing server fails the test instead of
 // falling back, so CI cannot silently test against substitutes.
 package testenv
