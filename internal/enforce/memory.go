@@ -214,9 +214,9 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 			sub.recordUsage(req.Route, nowT.Unix(), allowed)
 			sub.expires = max(sub.expires, now+UsageRetention.Microseconds())
 		}
-		if len(sh.subjects) >= sh.sweepLen || now >= sh.sweepAt {
-			sh.sweep(now, s.sweepEvery)
-		}
+	}
+	if consume && (len(sh.subjects) >= sh.sweepLen || now >= sh.sweepAt) {
+		sh.sweep(now, s.sweepEvery)
 	}
 	sh.mu.Unlock()
 

@@ -1,0 +1,224 @@
+package enforce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestMemoryStoreEvictsIdleSubjects(t *testing.T) {
+	const active = 5_000
+	cases := []struct {
+		name     string
+		usage    bool
+		idleFor  time.Duration // clock advance per round
+		rounds   int
+		maxLen   int // bound on Len after the rounds
+		finalLen int // Len after everything expired and one sweep per shard
+	}{
+		// Each round brings `active` new subjects and leaves the previous
+		// ones idle past their 1 s window; eviction keeps Len within a
+		// small multiple of the active set instead of rounds*active.
+		{name: "LimitStateExpiresWithItsWindow", idleFor: 2 * time.Second, rounds: 20, maxLen: 3 * active, finalLen: 0},
+		// Usage series are kept for UsageRetention, then dropped too.
+		{name: "UsageKeepsSubjectsForItsRetention", usage: true, idleFor: UsageRetention / 4, rounds: 20, maxLen: 7 * active, finalLen: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			store := NewMemoryStore(MemoryOptions{Now: clock.Now, DisableUsage: !tc.usage})
+			limits := []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 3, Window: time.Second}}
+			ctx := context.Background()
+			now := epoch
+			peak := 0
+			for round := 0; round < tc.rounds; round++ {
+				clock.Set(now)
+				for i := 0; i < active; i++ {
+					req := Request{Subject: fmt.Sprintf("ip:%d.%d", round, i), Route: "GET /x", Limits: limits}
+					if _, err := store.Allow(ctx, req); err != nil {
+						t.Fatal(err)
+					}
+				}
+				peak = max(peak, store.Len())
+				now = now.Add(tc.idleFor)
+			}
+			t.Logf("peak Len %d over %d rounds of %d subjects", peak, tc.rounds, active)
+			if peak > tc.maxLen {
+				t.Errorf("peak Len = %d after %d rounds of %d subjects, want <= %d", peak, tc.rounds, active, tc.maxLen)
+			}
+			// Long after everything expired, one request per shard sweeps it.
+			clock.Set(now.Add(2 * UsageRetention))
+			for i := 0; i < 20*len(store.shards); i++ {
+				if _, err := store.Peek(ctx, Request{Subject: fmt.Sprintf("late:%d", i), Limits: limits}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 20*len(store.shards); i++ {
+				// Rejected by cost, so it writes no limit state; with usage off
+				// it creates no subject either.
+				over := []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 1, Window: time.Second, Cost: 2}}
+				if _, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("late:%d", i), Limits: over}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := tc.finalLen
+			if tc.usage {
+				// The late rejected requests are counted in usage.
+				want = 20 * len(store.shards)
+			}
+			if got := store.Len(); got != want {
+				t.Errorf("Len after expiry = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestMemoryStoreKeepsActiveSubjectsThroughSweeps(t *testing.T) {
+	clock := newFakeClock()
+	store := NewMemoryStore(MemoryOptions{Now: clock.Now, DisableUsage: true, Shards: 1})
+	ctx := context.Background()
+	long := []Limit{{Name: "day", Algorithm: FixedWindow, Limit: 2, Window: 24 * time.Hour}}
+	short := []Limit{{Name: "s", Algorithm: TokenBucket, Limit: 1, Window: time.Second}}
+	if _, err := store.Allow(ctx, Request{Subject: "key:keep", Limits: long}); err != nil {
+		t.Fatal(err)
+	}
+	// Enough short-lived subjects, past their windows, to force sweeps.
+	for i := 0; i < 10*minSweepLen; i++ {
+		clock.Set(epoch.Add(time.Duration(i) * time.Second))
+		if _, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("ip:%d", i), Limits: short}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := store.Allow(ctx, Request{Subject: "key:keep", Limits: long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed || d.Layers[0].Remaining != 0 {
+		t.Errorf("second request of the day: Allowed=%v Remaining=%d, want true 0 (state kept)", d.Allowed, d.Layers[0].Remaining)
+	}
+	if n := store.Len(); n > 2*minSweepLen {
+		t.Errorf("Len = %d, want <= %d", n, 2*minSweepLen)
+	}
+}
+
+func TestMemoryStoreAllowIntoAllocatesNothing(t *testing.T) {
+	for _, alg := range Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			store := NewMemoryStore(MemoryOptions{})
+			req := Request{Subject: "key:hot", Route: "GET /x", Limits: []Limit{{Name: "l", Algorithm: alg, Limit: 1 << 40, Window: time.Hour}}}
+			layers := make([]LayerResult, 0, 1)
+			ctx := context.Background()
+			// Warm up: the subject, its series and its log exist.
+			for i := 0; i < 100; i++ {
+				if _, err := store.AllowInto(ctx, req, layers); err != nil {
+					t.Fatal(err)
+				}
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				store.AllowInto(ctx, req, layers)
+			})
+			if allocs != 0 {
+				t.Errorf("AllowInto allocates %.2f times per decision, want 0", allocs)
+			}
+		})
+	}
+}
+
+func TestStoresRejectInvalidRequests(t *testing.T) {
+	ok := Limit{Name: "a", Algorithm: FixedWindow, Limit: 1, Window: time.Second}
+	cases := []struct {
+		name string
+		req  Request
+	}{
+		{"EmptySubject", Request{Limits: []Limit{ok}}},
+		{"BraceInSubject", Request{Subject: "key:{1}", Limits: []Limit{ok}}},
+		{"NoLimits", Request{Subject: "key:1"}},
+		{"DuplicateName", Request{Subject: "key:1", Limits: []Limit{ok, ok}}},
+		{"UnknownAlgorithm", Request{Subject: "key:1", Limits: []Limit{{Name: "a", Algorithm: "gcra", Limit: 1, Window: time.Second}}}},
+		{"ZeroLimit", Request{Subject: "key:1", Limits: []Limit{{Name: "a", Algorithm: FixedWindow, Window: time.Second}}}},
+		{"ZeroWindow", Request{Subject: "key:1", Limits: []Limit{{Name: "a", Algorithm: FixedWindow, Limit: 1}}}},
+		{"NegativeCost", Request{Subject: "key:1", Limits: []Limit{{Name: "a", Algorithm: FixedWindow, Limit: 1, Window: time.Second, Cost: -1}}}},
+	}
+	for _, kind := range storeKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			store := kind.new(t, newFakeClock())
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					if _, err := store.Allow(context.Background(), tc.req); !errors.Is(err, ErrInvalidRequest) {
+						t.Errorf("Allow = %v, want ErrInvalidRequest", err)
+					}
+					if _, err := store.Peek(context.Background(), tc.req); !errors.Is(err, ErrInvalidRequest) {
+						t.Errorf("Peek = %v, want ErrInvalidRequest", err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// usageReader is what both stores offer the dashboards.
+type usageReader interface {
+	Usage(ctx context.Context, subjects []string, since time.Time) ([]UsagePoint, error)
+}
+
+func TestStoresCountUsage(t *testing.T) {
+	limits := []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 2, Window: time.Hour}}
+	for _, kind := range storeKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			clock := newFakeClock()
+			store := kind.new(t, clock)
+			ctx := context.Background()
+			do := func(at time.Duration, subject, route string, peek bool) {
+				clock.Set(epoch.Add(at))
+				req := Request{Subject: subject, Route: route, Limits: limits}
+				var err error
+				if peek {
+					_, err = store.Peek(ctx, req)
+				} else {
+					_, err = store.Allow(ctx, req)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			do(1*time.Second, "key:1", "GET /a", false)  // admitted
+			do(2*time.Second, "key:1", "GET /b", false)  // admitted
+			do(3*time.Second, "key:1", "GET /a", false)  // rejected
+			do(4*time.Second, "key:1", "GET /a", true)   // peek: not counted
+			do(12*time.Second, "key:1", "GET /a", false) // rejected, next bucket
+			do(5*time.Second, "key:2", "GET /a", false)  // another subject
+			do(5*time.Second, "key:3", "GET /a", false)  // not asked for
+			clock.Set(epoch.Add(15 * time.Second))
+			got, err := store.(usageReader).Usage(ctx, []string{"key:1", "key:2"}, epoch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b0, b1 := epoch.UTC(), epoch.Add(UsageBucket).UTC()
+			want := []UsagePoint{
+				{Subject: "key:1", Route: "GET /a", Bucket: b0, Admitted: 1, Rejected: 1},
+				{Subject: "key:1", Route: "GET /a", Bucket: b1, Admitted: 0, Rejected: 1},
+				{Subject: "key:1", Route: "GET /b", Bucket: b0, Admitted: 1, Rejected: 0},
+				{Subject: "key:2", Route: "GET /a", Bucket: b0, Admitted: 1, Rejected: 0},
+			}
+			if len(got) != len(want) {
+				t.Fatalf("Usage = %+v, want %+v", got, want)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("point %d = %+v, want %+v", i, got[i], want[i])
+				}
+			}
+			t.Run("SinceSkipsOlderBuckets", func(t *testing.T) {
+				got, err := store.(usageReader).Usage(ctx, []string{"key:1"}, epoch.Add(11*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != 1 || got[0] != want[1] {
+					t.Errorf("Usage since +11s = %+v, want [%+v]", got, want[1])
+				}
+			})
+		})
+	}
+}
