@@ -56,6 +56,12 @@ func ValidateSignup(email, password string) FieldErrors {
 	return fe.orNil()
 }
 
+// ValidateEmail returns what is wrong with email as an account address
+// (the rule ValidateSignup applies), or "" when it is acceptable.
+func ValidateEmail(email string) string {
+	return checkEmail(email)
+}
+
 func checkEmail(email string) string {
 	if email == "" {
 		return "is required"
