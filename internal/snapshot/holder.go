@@ -2,12 +2,15 @@ package snapshot
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
@@ -68,14 +71,140 @@ func NewHolder(pool *pgxpool.Pool, logger *slog.Logger, opts Options) *Holder {
 		ready: make(chan struct{}), changed: make(chan struct{})}
 }
 
-// Load reads a snapshot and installs it.
-func (h *Holder) Load(ctx context.Context) error { return errNotImplemented }
+// Load reads a snapshot and installs it. On error the previous snapshot
+// stays in place.
+func (h *Holder) Load(ctx context.Context) error {
+	snap, err := Load(ctx, h.pool)
+	if err != nil {
+		return err
+	}
+	h.install(snap)
+	return nil
+}
+
+func (h *Holder) install(snap *Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.current.Store(snap)
+	h.version.Add(1)
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.readyOnce.Do(func() { close(h.ready) })
+}
+
+// rebuild loads and installs a snapshot, logging a failure: the previous
+// snapshot keeps serving, and the next notification or resync tries again.
+func (h *Holder) rebuild(ctx context.Context, why string) {
+	start := time.Now()
+	if err := h.Load(ctx); err != nil {
+		if ctx.Err() == nil {
+			h.logger.Warn("snapshot rebuild failed; keeping the previous one", "reason", why, "err", err)
+		}
+		return
+	}
+	s := h.Current()
+	h.logger.Debug("snapshot rebuilt", "reason", why, "plans", len(s.plans), "secrets", len(s.keys),
+		"took", time.Since(start))
+}
 
 // Run listens for change notifications on a dedicated connection and rebuilds
 // the snapshot on each burst of them and on the resync timer, reconnecting
 // with backoff when the connection drops. A failed rebuild keeps the previous
-// snapshot. It returns when ctx ends.
-func (h *Holder) Run(ctx context.Context) error { return errNotImplemented }
+// snapshot. It returns nil when ctx ends.
+func (h *Holder) Run(ctx context.Context) error {
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 10 * time.Second
+	backoff := minBackoff
+	for {
+		listening, err := h.listen(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if listening {
+			backoff = minBackoff
+		}
+		h.logger.Warn("snapshot listener lost; serving the last snapshot", "err", err, "retry_in", backoff)
+		// Without notifications, rebuilding on each retry keeps the view
+		// fresh if only the listening connection is broken.
+		h.rebuild(ctx, "listener down")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// listen runs one LISTEN session. It reports whether it got as far as
+// listening, and why it ended.
+func (h *Holder) listen(ctx context.Context) (bool, error) {
+	conn, err := pgx.ConnectConfig(ctx, h.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return false, fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(closeCtx) //nolint:errcheck // the session is over either way
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return false, fmt.Errorf("listen: %w", err)
+	}
+	// Changes made while no one listened are caught up now.
+	h.rebuild(ctx, "listening")
+	resync := time.Now().Add(h.opts.Resync)
+	for {
+		err := h.wait(ctx, conn, resync)
+		switch {
+		case ctx.Err() != nil:
+			return true, ctx.Err()
+		case errors.Is(err, errQuiet):
+			h.rebuild(ctx, "resync")
+			resync = time.Now().Add(h.opts.Resync)
+			continue
+		case err != nil:
+			return true, err
+		}
+		// Coalesce a burst: keep reading until Coalesce passes without a
+		// notification, but never longer than 5×Coalesce in all.
+		limit := time.Now().Add(5 * h.opts.Coalesce)
+		for {
+			next := time.Now().Add(h.opts.Coalesce)
+			if next.After(limit) {
+				next = limit
+			}
+			err := h.wait(ctx, conn, next)
+			if errors.Is(err, errQuiet) {
+				break
+			}
+			if err != nil {
+				return true, err
+			}
+			if !time.Now().Before(limit) {
+				break
+			}
+		}
+		h.rebuild(ctx, "notified")
+		resync = time.Now().Add(h.opts.Resync)
+	}
+}
+
+// errQuiet means no notification arrived before the deadline.
+var errQuiet = errors.New("no notification")
+
+// wait blocks until a notification arrives (nil), the deadline passes
+// (errQuiet) or the connection fails.
+func (h *Holder) wait(ctx context.Context, conn *pgx.Conn, deadline time.Time) error {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	_, err := conn.WaitForNotification(wctx)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		// The deadline expired: pgx leaves the connection usable after a
+		// read timeout.
+		return errQuiet
+	}
+	return err
+}
 
 // Current returns the installed snapshot, or nil before the first load.
 func (h *Holder) Current() *Snapshot { return h.current.Load() }
@@ -94,16 +223,53 @@ func (h *Holder) Changed() <-chan struct{} {
 	return h.changed
 }
 
+// Errors ResolveKey returns; each wraps enforce.ErrInvalidKey, so the
+// middleware answers 401 and never falls back to the anonymous plan.
+var (
+	errMalformed = fmt.Errorf("%w: %w", enforce.ErrInvalidKey, apikeys.ErrMalformed)
+	errUnknown   = fmt.Errorf("%w: unknown or revoked API key", enforce.ErrInvalidKey)
+	errExpired   = fmt.Errorf("%w: %w", enforce.ErrInvalidKey, apikeys.ErrExpired)
+	errNotLoaded = fmt.Errorf("%w: control-plane snapshot not loaded yet", enforce.ErrInvalidKey)
+)
+
 // ResolveKey resolves a presented secret against the current snapshot
 // without I/O: checksum, hash, map lookup, expiry. Malformed, unknown,
-// revoked and expired keys return an error wrapping enforce.ErrInvalidKey.
+// revoked and expired keys (and a retired secret past its grace period)
+// return an error wrapping enforce.ErrInvalidKey. The returned Caller's
+// Limits are shared: do not modify them.
 func (h *Holder) ResolveKey(secret string) (enforce.Caller, error) {
-	return enforce.Caller{}, errNotImplemented
+	if apikeys.Check(secret) != nil {
+		return enforce.Caller{}, errMalformed
+	}
+	snap := h.current.Load()
+	if snap == nil {
+		return enforce.Caller{}, errNotLoaded
+	}
+	e, ok := snap.keys[apikeys.Hash(secret)]
+	if !ok {
+		return enforce.Caller{}, errUnknown
+	}
+	now := h.opts.Now()
+	if !e.secretExpires.IsZero() && !now.Before(e.secretExpires) {
+		return enforce.Caller{}, errExpired
+	}
+	if !e.keyExpires.IsZero() && !now.Before(e.keyExpires) {
+		return enforce.Caller{}, errExpired
+	}
+	if h.opts.LastUsed != nil {
+		h.opts.LastUsed.Touch(e.caller.KeyID, now)
+	}
+	return e.caller, nil
 }
 
 // Anonymous returns the caller for a request without a key: subject
 // "ip:<addr>" under the anonymous plan's limits (none if no plan is marked
-// anonymous).
+// anonymous, or before the first load).
 func (h *Holder) Anonymous(ip netip.Addr) enforce.Caller {
-	return enforce.Caller{Subject: "ip:" + ip.String()}
+	c := enforce.Caller{Subject: "ip:" + ip.String()}
+	if snap := h.current.Load(); snap != nil && snap.anonymous != nil {
+		c.Plan = snap.anonymous.Slug
+		c.Limits = snap.anonymousLimits
+	}
+	return c
 }

@@ -9,15 +9,15 @@ package snapshot
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 )
-
-var errNotImplemented = errors.New("not implemented yet")
 
 // DB is what Load needs: *pgxpool.Pool and *pgx.Conn satisfy it. Load reads
 // in one read-only repeatable-read transaction so the view is consistent.
@@ -50,8 +50,154 @@ type Snapshot struct {
 	anonymousLimits []enforce.Limit
 }
 
-// Load reads a complete snapshot from db.
-func Load(ctx context.Context, db DB) (*Snapshot, error) { return nil, errNotImplemented }
+const (
+	selectUserPlans = `SELECT id, plan_id FROM users WHERE plan_id IS NOT NULL`
+	// Revoked keys are left out (they resolve as unknown); keys that expired
+	// long ago too, so the view does not grow with dead keys. Retired secrets
+	// are kept until they expire, because rotation's grace depends on them.
+	selectSecrets = `
+SELECT s.hash, s.expires_at AS secret_expires_at, k.id, k.user_id, k.plan_id, k.overrides,
+       k.expires_at AS key_expires_at
+FROM api_key_secrets s
+JOIN api_keys k ON k.id = s.key_id
+WHERE k.revoked_at IS NULL
+  AND (s.expires_at IS NULL OR s.expires_at > now())
+  AND (k.expires_at IS NULL OR k.expires_at > now() - interval '30 days')`
+)
+
+type secretRow struct {
+	Hash            []byte             `db:"hash"`
+	SecretExpiresAt *time.Time         `db:"secret_expires_at"`
+	ID              int64              `db:"id"`
+	UserID          int64              `db:"user_id"`
+	PlanID          *int64             `db:"plan_id"`
+	Overrides       []plans.LimitInput `db:"overrides"`
+	KeyExpiresAt    *time.Time         `db:"key_expires_at"`
+}
+
+// Load reads a complete snapshot from db, in one read-only repeatable-read
+// transaction so that plans, users and keys agree with each other.
+func Load(ctx context.Context, db DB) (*Snapshot, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only: nothing to lose
+	ps, err := plans.LoadAll(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot: %w", err)
+	}
+	s := &Snapshot{
+		loadedAt:  time.Now(),
+		plans:     ps,
+		byID:      make(map[int64]*plans.Plan, len(ps)),
+		bySlug:    make(map[string]*plans.Plan, len(ps)),
+		userPlans: map[int64]int64{},
+	}
+	planLimits := make(map[int64][]enforce.Limit, len(ps))
+	for i := range s.plans {
+		p := &s.plans[i]
+		s.byID[p.ID] = p
+		s.bySlug[p.Slug] = p
+		if p.IsDefault {
+			s.def = p
+		}
+		if p.IsAnonymous {
+			s.anonymous = p
+		}
+		limits := make([]enforce.Limit, len(p.Limits))
+		for j, l := range p.Limits {
+			limits[j] = l.Enforce(p.Slug)
+		}
+		planLimits[p.ID] = limits
+	}
+	if s.anonymous != nil {
+		s.anonymousLimits = planLimits[s.anonymous.ID]
+	}
+
+	rows, err := tx.Query(ctx, selectUserPlans)
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot: users: %w", err)
+	}
+	var userID, planID int64
+	if _, err := pgx.ForEachRow(rows, []any{&userID, &planID}, func() error {
+		s.userPlans[userID] = planID
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("load snapshot: users: %w", err)
+	}
+
+	rows, err = tx.Query(ctx, selectSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot: keys: %w", err)
+	}
+	secrets, err := pgx.CollectRows(rows, pgx.RowToStructByName[secretRow])
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot: keys: %w", err)
+	}
+	s.keys = make(map[[32]byte]keyEntry, len(secrets))
+	// A key's secrets (current and retiring) share one Caller.
+	callers := map[int64]enforce.Caller{}
+	for _, r := range secrets {
+		c, ok := callers[r.ID]
+		if !ok {
+			c = s.keyCaller(r, planLimits)
+			callers[r.ID] = c
+		}
+		var e keyEntry
+		e.caller = c
+		if r.SecretExpiresAt != nil {
+			e.secretExpires = *r.SecretExpiresAt
+		}
+		if r.KeyExpiresAt != nil {
+			e.keyExpires = *r.KeyExpiresAt
+		}
+		if len(r.Hash) != 32 {
+			return nil, fmt.Errorf("load snapshot: key %d has a %d-byte hash", r.ID, len(r.Hash))
+		}
+		s.keys[[32]byte(r.Hash)] = e
+	}
+	return s, nil
+}
+
+// keyCaller works out the limits of a key: its own plan, else its owner's,
+// else the default plan, with the key's overrides replacing same-named
+// limits (and adding the others). Keys without overrides share their
+// plan's slice.
+func (s *Snapshot) keyCaller(r secretRow, planLimits map[int64][]enforce.Limit) enforce.Caller {
+	c := enforce.Caller{Subject: "key:" + strconv.FormatInt(r.ID, 10), KeyID: r.ID, UserID: r.UserID}
+	var plan *plans.Plan
+	switch {
+	case r.PlanID != nil:
+		plan = s.byID[*r.PlanID]
+	case s.userPlans[r.UserID] != 0:
+		plan = s.byID[s.userPlans[r.UserID]]
+	default:
+		plan = s.def
+	}
+	if plan == nil {
+		// No plan applies (no default plan is marked): the key resolves, with
+		// no limits but its overrides.
+		c.Limits = []enforce.Limit{}
+	} else {
+		c.Plan = plan.Slug
+		c.Limits = planLimits[plan.ID]
+	}
+	if len(r.Overrides) == 0 {
+		return c
+	}
+	limits := slices.Clone(c.Limits)
+	for _, o := range r.Overrides {
+		l := o.Enforce(c.Plan)
+		if i := slices.IndexFunc(limits, func(x enforce.Limit) bool { return x.Name == l.Name }); i >= 0 {
+			limits[i] = l
+		} else {
+			limits = append(limits, l)
+		}
+	}
+	c.Limits = limits
+	return c
+}
 
 // LoadedAt is when the snapshot was read.
 func (s *Snapshot) LoadedAt() time.Time { return s.loadedAt }
