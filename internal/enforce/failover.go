@@ -97,7 +97,9 @@ func (s breakerState) String() string {
 
 // FailoverStore is a Store that guards a primary store (Redis) with a
 // per-call timeout and a circuit breaker: after FailureThreshold consecutive
-// failures the breaker opens and the primary is not called at all for
+// failures (errors wrapping ErrStoreUnavailable, or no answer within
+// Timeout; other errors such as ErrInvalidRequest are returned as they are)
+// the breaker opens and the primary is not called at all for
 // Cooldown, so a dead Redis adds nothing to requests; then a single request
 // probes it, and one success closes the breaker again. While the primary is
 // bypassed or failing, decisions come from the local store when there is one,
@@ -193,8 +195,10 @@ func (s *FailoverStore) call(ctx context.Context, req Request, peek bool) (Decis
 		s.succeeded(probe)
 		return d, nil
 	}
-	if ctx.Err() != nil {
-		// The caller gave up; that says nothing about the primary.
+	if ctx.Err() != nil || !errors.Is(err, ErrStoreUnavailable) {
+		// The caller gave up, or the store answered that the request itself
+		// is wrong (ErrInvalidRequest, a script error): neither says the
+		// primary is down, and the local store would not do better.
 		s.abandoned(probe)
 		return Decision{}, err
 	}
@@ -233,6 +237,7 @@ func (s *FailoverStore) succeeded(probe bool) {
 	}
 }
 
+// abandoned ends a call that proved nothing either way.
 func (s *FailoverStore) abandoned(probe bool) {
 	if !probe {
 		return

@@ -1,0 +1,307 @@
+package enforce_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// privateRedis is a redis-server of the test's own, on a free port below
+// 32768, that the test may stop, freeze and restart. The shared Redis is
+// never touched.
+type privateRedis struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+}
+
+func startPrivateRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server is needed to test Redis failure modes: %v", err)
+	}
+	p := &privateRedis{t: t}
+	for range 20 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		p.port = port
+		break
+	}
+	if p.port == 0 {
+		t.Fatal("no free port below 32768")
+	}
+	p.start()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *privateRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
+
+func (p *privateRedis) start() {
+	p.t.Helper()
+	p.cmd = exec.Command("redis-server", "--port", strconv.Itoa(p.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no")
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start redis-server: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("private redis on %s did not answer: %v", p.addr(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop kills the server and waits for it to exit.
+func (p *privateRedis) stop() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT) // a frozen server must be able to die
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.cmd = nil
+}
+
+func (p *privateRedis) freeze() { p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (p *privateRedis) thaw()   { p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// failoverEnv is one middleware over a FailoverStore over a RedisStore on a
+// private Redis.
+type failoverEnv struct {
+	redis    *privateRedis
+	failover *enforce.FailoverStore
+	reg      *prometheus.Registry
+	handler  http.Handler
+}
+
+const failoverCooldown = 200 * time.Millisecond
+
+func newFailoverEnv(t *testing.T, mode enforce.FailureMode) *failoverEnv {
+	t.Helper()
+	e := &failoverEnv{redis: startPrivateRedis(t), reg: prometheus.NewRegistry()}
+	client := redis.NewClient(&redis.Options{
+		Addr: e.redis.addr(), MaxRetries: -1,
+		DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond,
+	})
+	t.Cleanup(func() { client.Close() })
+	primary, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: "failover-test:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { primary.Close() })
+	opts := enforce.FailoverOptions{
+		Timeout: 50 * time.Millisecond, FailureThreshold: 2, Cooldown: failoverCooldown,
+		Instances: 2, Registerer: e.reg,
+	}
+	if mode == enforce.FailLocal {
+		opts.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+	}
+	e.failover = enforce.NewFailoverStore(primary, opts)
+	res := &mwResolver{anonLimits: []enforce.Limit{
+		// 5 per minute shared; 3 per instance when two instances decide alone.
+		{Name: "t-global", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute},
+	}}
+	mw := enforce.NewMiddleware(e.failover, res, enforce.MiddlewareOptions{FailureMode: mode, Registerer: e.reg})
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/items/{id}", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("served"))
+	})))
+	e.handler = mux
+	return e
+}
+
+type failoverReply struct {
+	code      int
+	policy    string
+	degraded  string
+	errorCode string
+	took      time.Duration
+}
+
+func (e *failoverEnv) get(t *testing.T) failoverReply {
+	t.Helper()
+	r := httptest.NewRequest("GET", "/api/items/1", nil)
+	r.RemoteAddr = "198.51.100.20:4000"
+	w := httptest.NewRecorder()
+	start := time.Now()
+	e.handler.ServeHTTP(w, r)
+	rep := failoverReply{code: w.Code, policy: w.Header().Get("RateLimit-Policy"),
+		degraded: w.Header().Get(enforce.HeaderStoreDegraded), took: time.Since(start)}
+	if w.Header().Get("Content-Type") == "application/json" {
+		var body enforce.ErrorBody
+		if err := json.NewDecoder(w.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		rep.errorCode = body.Error
+	}
+	return rep
+}
+
+func (e *failoverEnv) failures(t *testing.T) float64 {
+	return gatherValue(t, e.reg, "sluice_store_failures_total", nil)
+}
+
+// waitRecovered sends requests until one is decided by Redis again; the
+// breaker probes after its cool-down, so this takes about that long.
+func (e *failoverEnv) waitRecovered(t *testing.T) failoverReply {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rep := e.get(t)
+		if e.failover.BreakerState() == "closed" && rep.policy == `"t-global";q=5;w=60` {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery within 5s: breaker %s, last reply %+v", e.failover.BreakerState(), rep)
+		}
+		time.Sleep(failoverCooldown / 4)
+	}
+}
+
+func TestFailoverModesWhenRedisStopsAndRestarts(t *testing.T) {
+	redisPolicy := `"t-global";q=5;w=60`
+	cases := []struct {
+		mode enforce.FailureMode
+		// down lists the replies expected, in order, once Redis is stopped.
+		down []failoverReply
+	}{
+		{mode: enforce.FailOpen, down: []failoverReply{
+			{code: 200, degraded: "store-unavailable"}, {code: 200, degraded: "store-unavailable"},
+			{code: 200, degraded: "store-unavailable"}, {code: 200, degraded: "store-unavailable"},
+			{code: 200, degraded: "store-unavailable"},
+		}},
+		{mode: enforce.FailClosed, down: []failoverReply{
+			{code: 503, errorCode: "rate_limit_unavailable"}, {code: 503, errorCode: "rate_limit_unavailable"},
+			{code: 503, errorCode: "rate_limit_unavailable"}, {code: 503, errorCode: "rate_limit_unavailable"},
+			{code: 503, errorCode: "rate_limit_unavailable"},
+		}},
+		{mode: enforce.FailLocal, down: []failoverReply{
+			// The local store enforces ceil(5/2) = 3 per minute.
+			{code: 200, policy: `"t-global";q=3;w=60`}, {code: 200, policy: `"t-global";q=3;w=60`},
+			{code: 200, policy: `"t-global";q=3;w=60`},
+			{code: 429, policy: `"t-global";q=3;w=60`, errorCode: "rate_limit_exceeded"},
+			{code: 429, policy: `"t-global";q=3;w=60`, errorCode: "rate_limit_exceeded"},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			e := newFailoverEnv(t, tc.mode)
+			if rep := e.get(t); rep.code != 200 || rep.policy != redisPolicy || rep.degraded != "" {
+				t.Fatalf("with Redis up: %+v", rep)
+			}
+
+			e.redis.stop()
+			for i, want := range tc.down {
+				got := e.get(t)
+				got.took = 0
+				if got != want {
+					t.Errorf("Redis down, request %d: %+v, want %+v", i, got, want)
+				}
+			}
+			if state := e.failover.BreakerState(); state != "open" {
+				t.Errorf("breaker %s after %d failures, want open", state, len(tc.down))
+			}
+			// While the breaker is open, Redis is not called at all.
+			before := e.failures(t)
+			for range 20 {
+				e.get(t)
+			}
+			if after := e.failures(t); after != before || before != 2 {
+				t.Errorf("failures %v then %v while open; want 2 and no new calls", before, after)
+			}
+			if open := gatherValue(t, e.reg, "sluice_store_breaker_open", nil); open != 1 {
+				t.Errorf("sluice_store_breaker_open = %v, want 1", open)
+			}
+
+			e.redis.start()
+			rep := e.waitRecovered(t)
+			// Redis restarted empty (no persistence): its counter starts over.
+			if rep.code != 200 || rep.degraded != "" {
+				t.Errorf("after recovery: %+v", rep)
+			}
+			if open := gatherValue(t, e.reg, "sluice_store_breaker_open", nil); open != 0 {
+				t.Errorf("sluice_store_breaker_open = %v after recovery, want 0", open)
+			}
+		})
+	}
+}
+
+func TestFailoverBoundsAHungRedis(t *testing.T) {
+	e := newFailoverEnv(t, enforce.FailLocal)
+	if rep := e.get(t); rep.code != 200 {
+		t.Fatalf("with Redis up: %+v", rep)
+	}
+	e.redis.freeze()
+	defer e.redis.thaw()
+	// Without the timeout a frozen Redis holds a request until the client's
+	// read timeout or forever; with it, each request falls back in about
+	// 50 ms until the breaker opens, then without calling Redis at all.
+	// The bound asserted is the correctness property (no hang), with a wide
+	// margin for a loaded machine; figures for the cost are in the README.
+	// Three requests: two time out and open the breaker, the third is
+	// decided locally at once (the local limit, ceil(5/2) = 3, admits all).
+	for i := range 3 {
+		rep := e.get(t)
+		if rep.code != 200 || rep.policy != `"t-global";q=3;w=60` {
+			t.Errorf("frozen Redis, request %d: %+v", i, rep)
+		}
+		if rep.took > time.Second {
+			t.Errorf("frozen Redis, request %d took %s", i, rep.took)
+		}
+	}
+	if state := e.failover.BreakerState(); state != "open" {
+		t.Errorf("breaker %s, want open", state)
+	}
+	e.redis.thaw()
+	e.waitRecovered(t)
+}
+
+func TestParseFailureMode(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    enforce.FailureMode
+		wantErr bool
+	}{
+		{in: "open", want: enforce.FailOpen},
+		{in: "closed", want: enforce.FailClosed},
+		{in: "local", want: enforce.FailLocal},
+		{in: "", wantErr: true},
+		{in: "OPEN", wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%q", tc.in), func(t *testing.T) {
+			got, err := enforce.ParseFailureMode(tc.in)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("ParseFailureMode(%q) = %q, %v", tc.in, got, err)
+			}
+		})
+	}
+}
