@@ -202,18 +202,19 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	var waited time.Duration
 	for attempt := 1; ; attempt++ {
-		if c.pacer != nil {
-			if err := c.pacer.wait(ctx); err != nil {
-				return nil, err
-			}
-		}
 		try, err := c.prepare(req, attempt)
 		if err != nil {
 			return nil, err
 		}
+		var t ticket
+		if c.pacer != nil {
+			if t, err = c.pacer.wait(ctx); err != nil {
+				return nil, err
+			}
+		}
 		resp, err := c.http.Do(try)
 		if c.pacer != nil {
-			c.pacer.observe(resp)
+			c.pacer.observe(t, resp)
 		}
 		if err != nil {
 			return nil, err
