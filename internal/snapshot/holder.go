@@ -223,19 +223,25 @@ func (h *Holder) Changed() <-chan struct{} {
 	return h.changed
 }
 
-// Errors ResolveKey returns; each wraps enforce.ErrInvalidKey, so the
-// middleware answers 401 and never falls back to the anonymous plan.
+// ErrNotLoaded is returned by ResolveKey before the first snapshot is
+// installed. It does not wrap enforce.ErrInvalidKey: the key may be fine, so
+// the middleware answers 503 (retry shortly) rather than 401.
+var ErrNotLoaded = errors.New("control-plane snapshot not loaded yet")
+
+// Errors ResolveKey returns for a bad key; each wraps enforce.ErrInvalidKey,
+// so the middleware answers 401 and never falls back to the anonymous plan.
+// They are made once because ResolveKey runs on every request.
 var (
 	errMalformed = fmt.Errorf("%w: %w", enforce.ErrInvalidKey, apikeys.ErrMalformed)
 	errUnknown   = fmt.Errorf("%w: unknown or revoked API key", enforce.ErrInvalidKey)
 	errExpired   = fmt.Errorf("%w: %w", enforce.ErrInvalidKey, apikeys.ErrExpired)
-	errNotLoaded = fmt.Errorf("%w: control-plane snapshot not loaded yet", enforce.ErrInvalidKey)
 )
 
 // ResolveKey resolves a presented secret against the current snapshot
 // without I/O: checksum, hash, map lookup, expiry. Malformed, unknown,
 // revoked and expired keys (and a retired secret past its grace period)
-// return an error wrapping enforce.ErrInvalidKey. The returned Caller's
+// return an error wrapping enforce.ErrInvalidKey; before the first load a
+// well-formed key gets ErrNotLoaded. The returned Caller's
 // Limits are shared: do not modify them.
 func (h *Holder) ResolveKey(secret string) (enforce.Caller, error) {
 	if apikeys.Check(secret) != nil {
@@ -243,7 +249,7 @@ func (h *Holder) ResolveKey(secret string) (enforce.Caller, error) {
 	}
 	snap := h.current.Load()
 	if snap == nil {
-		return enforce.Caller{}, errNotLoaded
+		return enforce.Caller{}, ErrNotLoaded
 	}
 	e, ok := snap.keys[apikeys.Hash(secret)]
 	if !ok {

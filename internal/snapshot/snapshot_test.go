@@ -431,8 +431,11 @@ func TestPostgresDownKeepsLastSnapshot(t *testing.T) {
 
 func TestNotLoaded(t *testing.T) {
 	h := snapshot.NewHolder(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), snapshot.Options{})
-	if _, err := h.ResolveKey(mustGenerate(t)); !errors.Is(err, enforce.ErrInvalidKey) {
-		t.Fatalf("ResolveKey before load = %v, want ErrInvalidKey", err)
+	if _, err := h.ResolveKey(mustGenerate(t)); !errors.Is(err, snapshot.ErrNotLoaded) || errors.Is(err, enforce.ErrInvalidKey) {
+		t.Fatalf("ResolveKey before load = %v, want ErrNotLoaded (a 503, not a 401)", err)
+	}
+	if _, err := h.ResolveKey("sk_live_typo"); !errors.Is(err, enforce.ErrInvalidKey) {
+		t.Fatalf("ResolveKey(malformed) before load = %v, want ErrInvalidKey", err)
 	}
 	if c := h.Anonymous(netip.MustParseAddr("::1")); c.Subject != "ip:::1" || c.Limits != nil || c.Plan != "" {
 		t.Fatalf("Anonymous before load = %+v", c)
