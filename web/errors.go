@@ -8,7 +8,9 @@ import (
 
 	"github.com/a-h/templ"
 
+	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
@@ -37,7 +39,16 @@ var errorKinds = []errorKind{
 	{errNotFound, http.StatusNotFound, "There is nothing here."},
 	{errBadRequest, http.StatusBadRequest, "The request was not understood."},
 	{errUnavailable, http.StatusServiceUnavailable, "This part of Sluice is not available right now."},
+	{plans.ErrNotFound, http.StatusNotFound, "There is no such plan or tier."},
+	{plans.ErrConflict, http.StatusConflict, "Someone else changed this plan first. Reload and try again."},
+	{plans.ErrSlugTaken, http.StatusConflict, "Another plan already uses that slug."},
+	{plans.ErrInUse, http.StatusConflict, "This plan is in use by keys or developers."},
+	{apikeys.ErrNotFound, http.StatusNotFound, "There is no such API key."},
+	{apikeys.ErrRevoked, http.StatusConflict, "This key is revoked; it can no longer be changed."},
+	{apikeys.ErrExpired, http.StatusConflict, "This key has expired; it can no longer be changed."},
+	{apikeys.ErrConflict, http.StatusConflict, "Someone else changed this key first. Reload and try again."},
 	{users.ErrNotFound, http.StatusNotFound, "There is no such user."},
+	{users.ErrUnknownPlan, http.StatusUnprocessableEntity, "That plan does not exist."},
 	{users.ErrConflict, http.StatusConflict, "Someone else changed this user first. Reload and try again."},
 	{enforce.ErrStoreUnavailable, http.StatusServiceUnavailable, "The rate-limit store is unreachable. Try again shortly."},
 }
@@ -49,6 +60,10 @@ func errorStatus(err error) (status int, message string, internal bool) {
 		if errors.Is(err, k.err) {
 			return k.status, k.message, false
 		}
+	}
+	var ve *plans.ValidationError
+	if errors.As(err, &ve) {
+		return http.StatusUnprocessableEntity, "Some fields are invalid: " + ve.Error(), false
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
