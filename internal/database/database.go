@@ -6,6 +6,7 @@ package database
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,13 +29,21 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to postgres at %s: %w", where, err)
+		return nil, fmt.Errorf("connect to postgres at %s: %w", where, oneLine{err})
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to postgres at %s: %w", where, err)
+		return nil, fmt.Errorf("connect to postgres at %s: %w", where, oneLine{err})
 	}
 	return pool, nil
 }
+
+// oneLine keeps an error's identity but prints it on one line: pgx lists
+// every address it tried on its own line, and a startup failure should read
+// as one line in a terminal or a log.
+type oneLine struct{ err error }
+
+func (o oneLine) Error() string { return strings.Join(strings.Fields(o.err.Error()), " ") }
+func (o oneLine) Unwrap() error { return o.err }

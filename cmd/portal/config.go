@@ -1,0 +1,356 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/internal/users"
+)
+
+// Redis failure modes: what the engine does when Redis cannot be reached.
+const (
+	FailureOpen   = "open"   // admit requests, marked degraded
+	FailureClosed = "closed" // answer 503
+	FailureLocal  = "local"  // fall back to per-instance memory counters, limits divided by Instances
+)
+
+// Config is everything the portal reads from its environment and flags.
+// LoadConfig fills and validates it; every field has a usable default.
+type Config struct {
+	// Addr is the HTTP listen address (PORTAL_ADDR, -addr).
+	Addr string
+	// DatabaseURL is the Postgres store of record (DATABASE_URL,
+	// -database-url); empty runs an embedded Postgres in DataDir.
+	DatabaseURL string
+	// RedisURL holds the shared rate-limit counters (REDIS_URL, -redis-url);
+	// empty keeps them in this process's memory.
+	RedisURL string
+	// DataDir holds the embedded Postgres cluster and the generated session
+	// secret (PORTAL_DATA_DIR, -data-dir).
+	DataDir string
+	// AdminEmail and AdminPassword name the bootstrap operator
+	// (PORTAL_ADMIN_EMAIL, PORTAL_ADMIN_PASSWORD). Without a password, one
+	// is generated on first start and printed once.
+	AdminEmail    string
+	AdminPassword string
+	// AdminToken, when set, is accepted as an operator bearer token on the
+	// admin API (PORTAL_ADMIN_TOKEN), for automation before any token has
+	// been created in the UI.
+	AdminToken string
+	// SessionSecret signs and encrypts browser sessions
+	// (PORTAL_SESSION_SECRET); nil until run loads or generates it in
+	// DataDir.
+	SessionSecret []byte
+	// TrustedProxies are the addresses whose X-Forwarded-For is believed
+	// (PORTAL_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
+	// RedisFailureMode is FailureOpen, FailureClosed or FailureLocal
+	// (PORTAL_REDIS_FAILURE_MODE).
+	RedisFailureMode string
+	// Instances is how many portal instances share the Redis counters
+	// (PORTAL_INSTANCES); FailureLocal divides each limit by it.
+	Instances int
+	// LogJSON switches logs from text to JSON (PORTAL_LOG_FORMAT, -log-json).
+	LogJSON bool
+	// LogLevel is the minimum level logged (PORTAL_LOG_LEVEL).
+	LogLevel string
+	// Migrate applies pending migrations at start (PORTAL_MIGRATE,
+	// -migrate); when false the portal refuses to start on an older schema.
+	Migrate bool
+	// Demo seeds the demo plans on first start (PORTAL_DEMO, -no-demo).
+	Demo bool
+	// ShutdownTimeout bounds the graceful shutdown (PORTAL_SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration
+}
+
+// defaultAdminEmail is the bootstrap operator's email when none is set.
+const defaultAdminEmail = "admin@localhost"
+
+// setting is one configuration variable: its environment name, its flag, and
+// how a raw value is checked and stored.
+type setting struct {
+	env, flag string
+	// def is the default as it would be written in the environment.
+	def string
+	// accepts completes "PORTAL_X=...: want <accepts>" in errors and usage.
+	accepts string
+	// secret values are never echoed in errors.
+	secret bool
+	// boolFlag makes "-flag" alone mean "true".
+	boolFlag bool
+	set      func(c *Config, v string) error
+}
+
+// settings lists every variable, in the order of the README's table.
+func settings(getenv func(string) string) []setting {
+	return []setting{
+		{env: "PORTAL_ADDR", flag: "addr", def: ":8080", accepts: "a listen address host:port, e.g. :8080 or 127.0.0.1:8080 (port 0 picks a free port)",
+			set: func(c *Config, v string) error { c.Addr = v; return checkAddr(v) }},
+		{env: "DATABASE_URL", flag: "database-url", accepts: "a postgres://user:pass@host:5432/db URL, or empty for the embedded Postgres", secret: true,
+			set: func(c *Config, v string) error {
+				c.DatabaseURL = v
+				if v == "" {
+					return nil
+				}
+				if _, err := pgxpool.ParseConfig(v); err != nil {
+					return errors.New("not a valid URL")
+				}
+				return nil
+			}},
+		{env: "REDIS_URL", flag: "redis-url", accepts: "redis:// or rediss:// (with master_name= for Sentinel, addr= or the redis+cluster:// scheme for Cluster), or empty for in-memory counters", secret: true,
+			set: func(c *Config, v string) error {
+				c.RedisURL = v
+				if v == "" {
+					return nil
+				}
+				_, _, err := redisOptions(v)
+				return err
+			}},
+		{env: "PORTAL_DATA_DIR", flag: "data-dir", def: defaultDataDir(getenv), accepts: "a directory the portal can write",
+			set: func(c *Config, v string) error {
+				if v == "" {
+					return errors.New("empty")
+				}
+				c.DataDir = v
+				return nil
+			}},
+		{env: "PORTAL_ADMIN_EMAIL", flag: "admin-email", def: defaultAdminEmail, accepts: "the bootstrap operator's email address",
+			set: func(c *Config, v string) error {
+				c.AdminEmail = v
+				if msg := users.ValidateEmail(v); msg != "" {
+					return errors.New(msg)
+				}
+				return nil
+			}},
+		{env: "PORTAL_ADMIN_PASSWORD", flag: "admin-password", accepts: "at least 12 characters, not the email; empty generates one", secret: true,
+			set: func(c *Config, v string) error { c.AdminPassword = v; return nil }},
+		{env: "PORTAL_ADMIN_TOKEN", flag: "admin-token", accepts: "at least 32 characters, or empty", secret: true,
+			set: func(c *Config, v string) error {
+				c.AdminToken = v
+				if v != "" && len(v) < 32 {
+					return fmt.Errorf("%d characters", len(v))
+				}
+				return nil
+			}},
+		{env: "PORTAL_SESSION_SECRET", flag: "session-secret", accepts: "at least 32 bytes, or empty to generate one in the data dir", secret: true,
+			set: func(c *Config, v string) error {
+				if v == "" {
+					return nil
+				}
+				if len(v) < 32 {
+					return fmt.Errorf("%d bytes", len(v))
+				}
+				c.SessionSecret = []byte(v)
+				return nil
+			}},
+		{env: "PORTAL_TRUSTED_PROXIES", flag: "trusted-proxies", accepts: "a comma-separated list of IP addresses or CIDR prefixes, e.g. 10.0.0.0/8,192.168.1.1",
+			set: func(c *Config, v string) error {
+				var err error
+				c.TrustedProxies, err = parseProxies(v)
+				return err
+			}},
+		{env: "PORTAL_REDIS_FAILURE_MODE", flag: "redis-failure-mode", def: FailureOpen, accepts: "open, closed or local",
+			set: func(c *Config, v string) error {
+				c.RedisFailureMode = v
+				if v != FailureOpen && v != FailureClosed && v != FailureLocal {
+					return errors.New("unknown mode")
+				}
+				return nil
+			}},
+		{env: "PORTAL_INSTANCES", flag: "instances", def: "1", accepts: "a whole number from 1 to 1000",
+			set: func(c *Config, v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 || n > 1000 {
+					return errors.New("out of range")
+				}
+				c.Instances = n
+				return nil
+			}},
+		{env: "PORTAL_LOG_FORMAT", flag: "log-format", def: "text", accepts: "text or json",
+			set: func(c *Config, v string) error {
+				c.LogJSON = v == "json"
+				if v != "text" && v != "json" {
+					return errors.New("unknown format")
+				}
+				return nil
+			}},
+		{env: "PORTAL_LOG_LEVEL", flag: "log-level", def: "info", accepts: "debug, info, warn or error",
+			set: func(c *Config, v string) error {
+				c.LogLevel = v
+				switch v {
+				case "debug", "info", "warn", "error":
+					return nil
+				}
+				return errors.New("unknown level")
+			}},
+		{env: "PORTAL_MIGRATE", flag: "migrate", def: "true", accepts: "true or false", boolFlag: true,
+			set: func(c *Config, v string) error {
+				var err error
+				c.Migrate, err = strconv.ParseBool(v)
+				return err
+			}},
+		{env: "PORTAL_DEMO", flag: "demo", def: "true", accepts: "true or false", boolFlag: true,
+			set: func(c *Config, v string) error {
+				var err error
+				c.Demo, err = strconv.ParseBool(v)
+				return err
+			}},
+		{env: "PORTAL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", accepts: "a duration from 1s to 10m, e.g. 15s",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < time.Second || d > 10*time.Minute {
+					return errors.New("out of range")
+				}
+				c.ShutdownTimeout = d
+				return nil
+			}},
+	}
+}
+
+// rawValue is a flag.Value holding a setting's raw text, so flags and the
+// environment go through the same validation.
+type rawValue struct {
+	s        *string
+	boolFlag bool
+}
+
+func (r rawValue) String() string {
+	if r.s == nil {
+		return ""
+	}
+	return *r.s
+}
+func (r rawValue) Set(v string) error { *r.s = v; return nil }
+func (r rawValue) IsBoolFlag() bool   { return r.boolFlag }
+
+// LoadConfig reads the environment through getenv, lets flags in args
+// override it, and validates the result. It returns the arguments left after
+// the flags. Every invalid setting is reported, one line each, naming the
+// variable and what it accepts; errors.Is(err, flag.ErrHelp) after -h.
+func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Config, []string, error) {
+	all := settings(getenv)
+	raw := make([]string, len(all))
+	fs := flag.NewFlagSet("portal", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	for i, s := range all {
+		raw[i] = s.def
+		if v := getenv(s.env); v != "" {
+			raw[i] = v
+		}
+		fs.Var(rawValue{s: &raw[i], boolFlag: s.boolFlag}, s.flag, fmt.Sprintf("%s: %s (default %q)", s.env, s.accepts, s.def))
+	}
+	index := func(env string) int {
+		for i, s := range all {
+			if s.env == env {
+				return i
+			}
+		}
+		panic("no setting " + env)
+	}
+	logFormat, demo := &raw[index("PORTAL_LOG_FORMAT")], &raw[index("PORTAL_DEMO")]
+	fs.BoolFunc("log-json", "log JSON (same as -log-format=json)", func(string) error { *logFormat = "json"; return nil })
+	fs.BoolFunc("no-demo", "do not seed the demo plans (same as -demo=false)", func(string) error { *demo = "false"; return nil })
+	fs.Usage = func() {
+		fmt.Fprintf(usage, "Usage: portal [flags]\n       portal migrate [flags] up | down [N|all] | version | force V\n\nEvery flag mirrors an environment variable; the flag wins.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, nil, err
+	}
+
+	var cfg Config
+	var errs []error
+	for i, s := range all {
+		if err := s.set(&cfg, raw[i]); err != nil {
+			shown := fmt.Sprintf("%q", raw[i])
+			if s.secret {
+				shown = "(value hidden)"
+			}
+			errs = append(errs, fmt.Errorf("invalid %s (-%s) %s: %v; want %s", s.env, s.flag, shown, err, s.accepts))
+		}
+	}
+	if cfg.AdminPassword != "" {
+		if fe := users.ValidateSignup(cfg.AdminEmail, cfg.AdminPassword); fe["password"] != "" {
+			errs = append(errs, fmt.Errorf("invalid PORTAL_ADMIN_PASSWORD (-admin-password) (value hidden): %s; want %s",
+				fe["password"], all[index("PORTAL_ADMIN_PASSWORD")].accepts))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, nil, err
+	}
+	return cfg, fs.Args(), nil
+}
+
+// checkAddr accepts host:port with a numeric port.
+func checkAddr(v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return errors.New("not host:port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return errors.New("port must be 0-65535")
+	}
+	if strings.ContainsAny(host, " /") {
+		return errors.New("bad host")
+	}
+	return nil
+}
+
+func parseProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if strings.Contains(part, "/") {
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a CIDR prefix", part)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(part)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", part)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// defaultDataDir is a "sluice" folder in the user's data directory:
+// $XDG_DATA_HOME or ~/.local/share on Unix, the platform's application data
+// folder elsewhere. Root gets /var/lib/sluice: the embedded Postgres runs as
+// an unprivileged account that cannot enter root's home.
+func defaultDataDir(getenv func(string) string) string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/sluice"
+	}
+	if runtime.GOOS != "windows" && runtime.GOOS != "darwin" {
+		if x := getenv("XDG_DATA_HOME"); x != "" {
+			return filepath.Join(x, "sluice")
+		}
+		if home := getenv("HOME"); home != "" {
+			return filepath.Join(home, ".local", "share", "sluice")
+		}
+	}
+	if dir, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(dir, "sluice")
+	}
+	return filepath.Join(os.TempDir(), "sluice-"+strconv.Itoa(os.Getuid()))
+}

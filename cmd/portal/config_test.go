@@ -1,0 +1,197 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, rest, err := LoadConfig(nil, envOf(map[string]string{"HOME": "/home/u"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Addr: ":8080", DataDir: cfg.DataDir, AdminEmail: "admin@localhost", RedisFailureMode: "open",
+		Instances: 1, LogLevel: "info", Migrate: true, Demo: true, ShutdownTimeout: 15 * time.Second,
+	}
+	if !equalConfig(cfg, want) || len(rest) != 0 {
+		t.Errorf("defaults = %+v, rest %v; want %+v", cfg, rest, want)
+	}
+	if !strings.HasSuffix(cfg.DataDir, "sluice") {
+		t.Errorf("DataDir = %q, want a sluice folder", cfg.DataDir)
+	}
+}
+
+func equalConfig(a, b Config) bool {
+	return a.Addr == b.Addr && a.DatabaseURL == b.DatabaseURL && a.RedisURL == b.RedisURL && a.DataDir == b.DataDir &&
+		a.AdminEmail == b.AdminEmail && a.AdminPassword == b.AdminPassword && a.AdminToken == b.AdminToken &&
+		string(a.SessionSecret) == string(b.SessionSecret) && slices.Equal(a.TrustedProxies, b.TrustedProxies) &&
+		a.RedisFailureMode == b.RedisFailureMode && a.Instances == b.Instances && a.LogJSON == b.LogJSON &&
+		a.LogLevel == b.LogLevel && a.Migrate == b.Migrate && a.Demo == b.Demo && a.ShutdownTimeout == b.ShutdownTimeout
+}
+
+func TestLoadConfigValues(t *testing.T) {
+	env := map[string]string{
+		"PORTAL_ADDR":               "127.0.0.1:9000",
+		"DATABASE_URL":              "postgres://u:p@db:5432/sluice",
+		"REDIS_URL":                 "redis://cache:6379/1",
+		"PORTAL_DATA_DIR":           "/srv/sluice",
+		"PORTAL_ADMIN_EMAIL":        "ops@example.com",
+		"PORTAL_ADMIN_PASSWORD":     "a long password",
+		"PORTAL_ADMIN_TOKEN":        strings.Repeat("t", 32),
+		"PORTAL_SESSION_SECRET":     strings.Repeat("s", 32),
+		"PORTAL_TRUSTED_PROXIES":    "10.0.0.0/8, 192.168.1.1,::ffff:172.16.0.1,2001:db8::/32",
+		"PORTAL_REDIS_FAILURE_MODE": "local",
+		"PORTAL_INSTANCES":          "4",
+		"PORTAL_LOG_FORMAT":         "json",
+		"PORTAL_LOG_LEVEL":          "debug",
+		"PORTAL_MIGRATE":            "false",
+		"PORTAL_DEMO":               "false",
+		"PORTAL_SHUTDOWN_TIMEOUT":   "30s",
+	}
+	want := Config{
+		Addr: "127.0.0.1:9000", DatabaseURL: "postgres://u:p@db:5432/sluice", RedisURL: "redis://cache:6379/1",
+		DataDir: "/srv/sluice", AdminEmail: "ops@example.com", AdminPassword: "a long password",
+		AdminToken: strings.Repeat("t", 32), SessionSecret: []byte(strings.Repeat("s", 32)),
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.1/32"),
+			netip.MustParsePrefix("172.16.0.1/32"), netip.MustParsePrefix("2001:db8::/32")},
+		RedisFailureMode: "local", Instances: 4, LogJSON: true, LogLevel: "debug", Migrate: false, Demo: false,
+		ShutdownTimeout: 30 * time.Second,
+	}
+	cfg, _, err := LoadConfig(nil, envOf(env), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalConfig(cfg, want) {
+		t.Errorf("from env:\n got %+v\nwant %+v", cfg, want)
+	}
+
+	t.Run("FlagsOverrideTheEnvironment", func(t *testing.T) {
+		cfg, rest, err := LoadConfig([]string{"-addr", ":0", "-migrate", "-demo=true", "-log-format=text", "-instances=2", "extra"}, envOf(env), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want
+		w.Addr, w.Migrate, w.Demo, w.LogJSON, w.Instances = ":0", true, true, false, 2
+		if !equalConfig(cfg, w) || !slices.Equal(rest, []string{"extra"}) {
+			t.Errorf("got %+v rest %v, want %+v rest [extra]", cfg, rest, w)
+		}
+	})
+	t.Run("ShorthandFlags", func(t *testing.T) {
+		cfg, _, err := LoadConfig([]string{"-log-json", "-no-demo", "-migrate=false"}, envOf(nil), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cfg.LogJSON || cfg.Demo || cfg.Migrate {
+			t.Errorf("LogJSON=%v Demo=%v Migrate=%v, want true false false", cfg.LogJSON, cfg.Demo, cfg.Migrate)
+		}
+	})
+	t.Run("Help", func(t *testing.T) {
+		var out strings.Builder
+		_, _, err := LoadConfig([]string{"-h"}, envOf(nil), &out)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "PORTAL_REDIS_FAILURE_MODE") {
+			t.Errorf("err %v, usage %q; want ErrHelp and every variable listed", err, out.String())
+		}
+	})
+}
+
+func TestLoadConfigRejects(t *testing.T) {
+	tests := []struct {
+		env, value string
+		// want appears in the one error line; secrets must not.
+		want string
+	}{
+		{"PORTAL_ADDR", "8080", "invalid PORTAL_ADDR (-addr) \"8080\": not host:port; want a listen address host:port"},
+		{"PORTAL_ADDR", ":99999", "invalid PORTAL_ADDR (-addr) \":99999\": port must be 0-65535"},
+		{"DATABASE_URL", "postgres://u:hunter2@db:notaport/x", "invalid DATABASE_URL (-database-url) (value hidden): not a valid URL; want a postgres://"},
+		{"REDIS_URL", "http://u:hunter2@cache", "invalid REDIS_URL (-redis-url) (value hidden): scheme \"http\" is not redis"},
+		{"REDIS_URL", "redis+sentinel://u:hunter2@cache:26379", "invalid REDIS_URL (-redis-url) (value hidden): a Sentinel URL needs master_name="},
+		{"PORTAL_ADMIN_EMAIL", "not-an-email", "invalid PORTAL_ADMIN_EMAIL (-admin-email) \"not-an-email\": is not a valid address"},
+		{"PORTAL_ADMIN_PASSWORD", "hunter2", "invalid PORTAL_ADMIN_PASSWORD (-admin-password) (value hidden): must be at least 12 characters"},
+		{"PORTAL_ADMIN_TOKEN", "hunter2", "invalid PORTAL_ADMIN_TOKEN (-admin-token) (value hidden): 7 characters; want at least 32 characters"},
+		{"PORTAL_SESSION_SECRET", "hunter2", "invalid PORTAL_SESSION_SECRET (-session-secret) (value hidden): 7 bytes; want at least 32 bytes"},
+		{"PORTAL_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local", "invalid PORTAL_TRUSTED_PROXIES (-trusted-proxies) \"10.0.0.0/8,proxy.local\": \"proxy.local\" is not an IP address"},
+		{"PORTAL_TRUSTED_PROXIES", "10.0.0.0/33", "\"10.0.0.0/33\" is not a CIDR prefix"},
+		{"PORTAL_REDIS_FAILURE_MODE", "maybe", "invalid PORTAL_REDIS_FAILURE_MODE (-redis-failure-mode) \"maybe\": unknown mode; want open, closed or local"},
+		{"PORTAL_INSTANCES", "0", "invalid PORTAL_INSTANCES (-instances) \"0\": out of range; want a whole number from 1 to 1000"},
+		{"PORTAL_INSTANCES", "two", "invalid PORTAL_INSTANCES (-instances) \"two\""},
+		{"PORTAL_LOG_FORMAT", "xml", "invalid PORTAL_LOG_FORMAT (-log-format) \"xml\": unknown format; want text or json"},
+		{"PORTAL_LOG_LEVEL", "loud", "invalid PORTAL_LOG_LEVEL (-log-level) \"loud\": unknown level; want debug, info, warn or error"},
+		{"PORTAL_MIGRATE", "sometimes", "invalid PORTAL_MIGRATE (-migrate) \"sometimes\""},
+		{"PORTAL_DEMO", "yes please", "invalid PORTAL_DEMO (-demo) \"yes please\""},
+		{"PORTAL_SHUTDOWN_TIMEOUT", "forever", "invalid PORTAL_SHUTDOWN_TIMEOUT (-shutdown-timeout) \"forever\": out of range; want a duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
+			_, _, err := LoadConfig(nil, envOf(map[string]string{tt.env: tt.value}), io.Discard)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q\nwant it to contain %q", msg, tt.want)
+			}
+			if strings.Count(msg, "\n") != 0 {
+				t.Errorf("one bad variable gave %d lines: %q", strings.Count(msg, "\n")+1, msg)
+			}
+			if strings.Contains(msg, "hunter2") {
+				t.Errorf("error reveals a secret: %q", msg)
+			}
+		})
+	}
+	t.Run("EveryBadVariableOneLineEach", func(t *testing.T) {
+		_, _, err := LoadConfig(nil, envOf(map[string]string{"PORTAL_ADDR": "x", "PORTAL_INSTANCES": "-1", "PORTAL_LOG_FORMAT": "xml"}), io.Discard)
+		if err == nil || strings.Count(err.Error(), "\n") != 2 {
+			t.Errorf("error = %q, want three lines", err)
+		}
+	})
+	t.Run("FlagValuesAreCheckedToo", func(t *testing.T) {
+		_, _, err := LoadConfig([]string{"-redis-failure-mode=never"}, envOf(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "PORTAL_REDIS_FAILURE_MODE (-redis-failure-mode)") {
+			t.Errorf("error = %v, want the variable and flag named", err)
+		}
+	})
+}
+
+func TestRedisOptions(t *testing.T) {
+	tests := []struct {
+		url      string
+		desc     string
+		addrs    []string
+		master   string
+		cluster  bool
+		db       int
+		password string
+		tls      bool
+	}{
+		{"redis://127.0.0.1:6379/2", "redis server at 127.0.0.1:6379", []string{"127.0.0.1:6379"}, "", false, 2, "", false},
+		{"rediss://:pw@cache.example.com:6380", "redis server at cache.example.com:6380", []string{"cache.example.com:6380"}, "", false, 0, "pw", true},
+		{"redis://s1:26379?master_name=main&addr=s2:26379", "redis sentinel at s1:26379,s2:26379", []string{"s1:26379", "s2:26379"}, "main", false, 0, "", false},
+		{"redis+sentinel://s1:26379?master_name=main", "redis sentinel at s1:26379", []string{"s1:26379"}, "main", false, 0, "", false},
+		{"redis+cluster://:pw@n1:7000", "redis cluster at n1:7000", []string{"n1:7000"}, "", true, 0, "pw", false},
+		{"redis://n1:7000?addr=n2:7000", "redis cluster at n1:7000,n2:7000", []string{"n1:7000", "n2:7000"}, "", true, 0, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			o, desc, err := redisOptions(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if desc != tt.desc || !slices.Equal(o.Addrs, tt.addrs) || o.MasterName != tt.master || o.IsClusterMode != tt.cluster ||
+				o.DB != tt.db || o.Password != tt.password || (o.TLSConfig != nil) != tt.tls {
+				t.Errorf("got desc %q addrs %v master %q cluster %v db %d password %q tls %v",
+					desc, o.Addrs, o.MasterName, o.IsClusterMode, o.DB, o.Password, o.TLSConfig != nil)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisOptions turns REDIS_URL into go-redis universal options and a
+// description safe to log (no password). Accepted forms:
+//
+//	redis://[user:pass@]host:6379/0        one server (rediss:// for TLS)
+//	redis://host:26379?master_name=mymaster&addr=host2:26379
+//	                                       Sentinel (redis+sentinel:// also accepted)
+//	redis+cluster://host:7000?addr=host2:7000
+//	                                       Cluster (also any redis:// URL with addr=)
+func redisOptions(raw string) (*redis.UniversalOptions, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, "", errors.New("not a URL")
+	}
+	kind := ""
+	switch u.Scheme {
+	case "redis", "rediss":
+	case "redis+cluster", "rediss+cluster":
+		kind = "cluster"
+	case "redis+sentinel", "rediss+sentinel":
+		kind = "sentinel"
+	default:
+		return nil, "", fmt.Errorf("scheme %q is not redis, rediss, redis+cluster or redis+sentinel", u.Scheme)
+	}
+	u.Scheme, _, _ = strings.Cut(u.Scheme, "+")
+	q := u.Query()
+	if kind == "" && q.Has("master_name") {
+		kind = "sentinel"
+	}
+	if kind == "" && q.Has("addr") {
+		kind = "cluster"
+	}
+	if u.Host == "" {
+		return nil, "", errors.New("no host")
+	}
+
+	var opts *redis.UniversalOptions
+	switch kind {
+	case "sentinel":
+		if !q.Has("master_name") {
+			return nil, "", errors.New("a Sentinel URL needs master_name=")
+		}
+		fo, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, "", err
+		}
+		opts = &redis.UniversalOptions{
+			Addrs: fo.SentinelAddrs, MasterName: fo.MasterName,
+			SentinelUsername: fo.SentinelUsername, SentinelPassword: fo.SentinelPassword,
+			Username: fo.Username, Password: fo.Password, DB: fo.DB, TLSConfig: fo.TLSConfig,
+		}
+	case "cluster":
+		co, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, "", err
+		}
+		opts = &redis.UniversalOptions{
+			Addrs: co.Addrs, Username: co.Username, Password: co.Password, TLSConfig: co.TLSConfig,
+			// NewUniversalClient makes a cluster client only for several
+			// addresses or this flag.
+			IsClusterMode: true,
+		}
+	default:
+		o, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, "", err
+		}
+		opts = &redis.UniversalOptions{
+			Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+		}
+		kind = "server"
+	}
+	// A rate limiter must answer fast or not at all: the failure mode takes
+	// over when Redis is slow, so keep timeouts short.
+	opts.DialTimeout = 2 * time.Second
+	opts.ReadTimeout = 500 * time.Millisecond
+	opts.WriteTimeout = 500 * time.Millisecond
+	return opts, fmt.Sprintf("redis %s at %s", kind, strings.Join(opts.Addrs, ",")), nil
+}
+
+// openRedis connects to REDIS_URL and checks it answers.
+func openRedis(ctx context.Context, raw string) (redis.UniversalClient, string, error) {
+	opts, desc, err := redisOptions(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	client := redis.NewUniversalClient(opts)
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		_ = client.Close()
+		return nil, desc, fmt.Errorf("cannot reach %s: %w", desc, err)
+	}
+	return client, desc, nil
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/bootstrap"
+	"github.com/sluicehq/sluice/internal/database"
+)
+
+// usageError marks mistakes on the command line (exit status 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// run is the whole program: main only adds the process's signals,
+// environment and stdout, so tests can run it in-process. It returns when ctx
+// is cancelled (after a graceful shutdown) or on a startup error, whose text
+// names the setting to change.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		args = []string{"portal"}
+	}
+	sub, rest := "serve", args[1:]
+	if len(rest) > 0 && rest[0] == "migrate" {
+		sub, rest = "migrate", rest[1:]
+	}
+	cfg, left, err := LoadConfig(rest, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return usageError{err}
+	}
+	logger := newLogger(cfg, stdout)
+
+	if sub == "migrate" {
+		return runMigrate(ctx, cfg, left, logger, stdout)
+	}
+	if len(left) > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q (want no arguments, or: migrate up|down|version|force)", left[0])}
+	}
+	return serve(ctx, cfg, logger, stdout)
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// store is the opened store of record, with whatever must be stopped after
+// the pool closes.
+type store struct {
+	pool     *pgxpool.Pool
+	embedded *database.Embedded
+}
+
+func (s *store) close() {
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.embedded != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = s.embedded.Stop(ctx)
+	}
+}
+
+// openStore connects to DATABASE_URL, or starts the embedded Postgres in the
+// data directory when it is unset.
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*store, error) {
+	if cfg.DatabaseURL != "" {
+		pool, err := database.Open(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("DATABASE_URL: %w; check the URL, that the server runs, and the credentials", err)
+		}
+		logger.Info("store of record: postgres from DATABASE_URL",
+			"host", pool.Config().ConnConfig.Host, "database", pool.Config().ConnConfig.Database)
+		return &store{pool: pool}, nil
+	}
+	e, err := database.StartEmbedded(ctx, database.EmbeddedConfig{DataDir: cfg.DataDir, Logger: logger})
+	if err != nil {
+		if errors.Is(err, database.ErrDataDir) {
+			return nil, fmt.Errorf("PORTAL_DATA_DIR: %w; set PORTAL_DATA_DIR to a writable directory, or DATABASE_URL to use your own Postgres", err)
+		}
+		return nil, fmt.Errorf("embedded postgres: %w (or set DATABASE_URL to use your own Postgres)", err)
+	}
+	pool, err := database.Open(ctx, e.URL())
+	if err != nil {
+		_ = e.Stop(context.Background())
+		return nil, fmt.Errorf("embedded postgres: %w", err)
+	}
+	logger.Info("store of record: embedded postgres", "data_dir", cfg.DataDir)
+	return &store{pool: pool, embedded: e}, nil
+}
+
+// prepareSchema migrates (or, with -migrate=false, only checks) the schema.
+func prepareSchema(ctx context.Context, cfg Config, pool *pgxpool.Pool, logger *slog.Logger) error {
+	if !cfg.Migrate {
+		if err := database.CheckSchema(ctx, pool); err != nil {
+			return fmt.Errorf("refusing to serve: %w", err)
+		}
+		return nil
+	}
+	before, after, err := database.Migrate(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("refusing to serve: %w", err)
+	}
+	if before.Version != after.Version {
+		logger.Info("schema migrated", "from", before.Version, "to", after.Version)
+	}
+	return nil
+}
+
+// loadSessionSecret returns PORTAL_SESSION_SECRET, or the secret kept in the
+// data directory, generating it on first start.
+func loadSessionSecret(cfg Config) ([]byte, error) {
+	if cfg.SessionSecret != nil {
+		return cfg.SessionSecret, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("PORTAL_DATA_DIR: cannot create %s: %w; set PORTAL_DATA_DIR to a writable directory or set PORTAL_SESSION_SECRET", cfg.DataDir, err)
+	}
+	path := filepath.Join(cfg.DataDir, "session.key")
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("PORTAL_DATA_DIR: cannot read %s: %w", path, err)
+	}
+	secret := []byte(randomToken(48))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("PORTAL_DATA_DIR: cannot write %s: %w; set PORTAL_DATA_DIR to a writable directory or set PORTAL_SESSION_SECRET", path, err)
+	}
+	if _, err := f.Write(secret); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("PORTAL_DATA_DIR: cannot write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("PORTAL_DATA_DIR: cannot write %s: %w", path, err)
+	}
+	return secret, nil
+}
+
+// serve runs the portal until ctx ends.
+func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (err error) {
+	// Take the port first: a port in use is the commonest mistake, and
+	// nothing should be created before it is found.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("PORTAL_ADDR: cannot listen on %s: %w; set PORTAL_ADDR to a free address", cfg.Addr, unwrapOp(err))
+	}
+	defer func() {
+		if err != nil {
+			_ = ln.Close()
+		}
+	}()
+
+	if cfg.DatabaseURL == "" || cfg.SessionSecret == nil {
+		if err := checkDataDir(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	if cfg.SessionSecret, err = loadSessionSecret(cfg); err != nil {
+		return err
+	}
+
+	var rdb redis.UniversalClient
+	if cfg.RedisURL != "" {
+		client, desc, err := openRedis(ctx, cfg.RedisURL)
+		if err != nil {
+			return fmt.Errorf("REDIS_URL: %w; check REDIS_URL, or unset it to keep counters in memory (one instance only)", err)
+		}
+		defer client.Close()
+		rdb = client
+		logger.Info("rate-limit counters: "+desc, "failure_mode", cfg.RedisFailureMode, "instances", cfg.Instances)
+	} else {
+		logger.Info("rate-limit counters: in-memory store (single instance; set REDIS_URL to share counters between instances)")
+	}
+
+	st, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	if err := prepareSchema(ctx, cfg, st.pool, logger); err != nil {
+		return err
+	}
+	boot, err := bootstrap.Run(ctx, st.pool, bootstrap.Options{
+		AdminEmail: cfg.AdminEmail, AdminPassword: cfg.AdminPassword, Demo: cfg.Demo, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb})
+	if err != nil {
+		return err
+	}
+	defer closeApp()
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// Above the longest leaky-bucket queue wait a request may sit out.
+		WriteTimeout:   90 * time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+
+	url := publicURL(ln.Addr())
+	fmt.Fprintf(stdout, "Sluice is listening on %s\n", url)
+	if boot.GeneratedPassword != "" {
+		// Printed once, to stdout only: it is not logged and not stored.
+		fmt.Fprintf(stdout, "\n  Operator account created. Sign in at %s/admin/\n    email:    %s\n    password: %s\n  Save the password now: it will not be shown again.\n\n",
+			url, boot.OperatorEmail, boot.GeneratedPassword)
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// checkDataDir creates the data directory and proves it writable, so the
+// failure is one line naming PORTAL_DATA_DIR rather than an error deep
+// inside Postgres.
+func checkDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("PORTAL_DATA_DIR: cannot create %s: %w; set PORTAL_DATA_DIR to a writable directory", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-test-*")
+	if err != nil {
+		return fmt.Errorf("PORTAL_DATA_DIR: %s is not writable: %w; set PORTAL_DATA_DIR to a writable directory", dir, err)
+	}
+	_ = f.Close()
+	return os.Remove(f.Name())
+}
+
+// publicURL is the address to print: a wildcard host becomes localhost.
+func publicURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+// unwrapOp drops net.OpError's repetition of the address.
+func unwrapOp(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
+}

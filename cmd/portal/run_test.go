@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// portal is a run() in progress.
+type portal struct {
+	url    string
+	out    *lockedBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// lockedBuffer collects run's stdout while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var listeningRE = regexp.MustCompile(`Sluice is listening on (http://\S+)`)
+
+// startPortal runs the program in-process with env and waits until it
+// prints its URL.
+func startPortal(t *testing.T, env map[string]string, args ...string) *portal {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	p := &portal{out: &lockedBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, append([]string{"portal"}, args...), envOf(env), pw)
+		_ = pw.Close()
+		p.done <- err
+	}()
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(p.out, line)
+			if m := listeningRE.FindStringSubmatch(line); m != nil {
+				urls <- m[1]
+			}
+		}
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	select {
+	case p.url = <-urls:
+		return p
+	case err := <-p.done:
+		p.done <- err
+		t.Fatalf("run returned before listening: %v\n%s", err, p.out)
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no URL printed in time:\n%s", p.out)
+	}
+	return nil
+}
+
+// stop cancels run (as SIGINT would) and returns its error.
+func (p *portal) stop(t *testing.T) error {
+	t.Helper()
+	p.cancel()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run did not return after cancel:\n%s", p.out)
+		return nil
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func baseEnv(t *testing.T) map[string]string {
+	return map[string]string{
+		"PORTAL_ADDR":     "127.0.0.1:0",
+		"PORTAL_DATA_DIR": filepath.Join(t.TempDir(), "data"),
+	}
+}
+
+func TestRunServesAndShutsDown(t *testing.T) {
+	env := baseEnv(t)
+	env["DATABASE_URL"] = testenv.PostgresURL(t)
+	env["REDIS_URL"] = testenv.RedisURL(t)
+	p := startPortal(t, env)
+
+	tests := []struct {
+		path       string
+		wantStatus int
+		wantBody   string
+	}{
+		{"/healthz", 200, "ok\n"},
+		{"/readyz", 200, `{"status":"ok","checks":{"postgres":"ok","redis":"ok"}}` + "\n"},
+		{"/metrics", 200, "go_goroutines"},
+		{"/metrics", 200, "process_start_time_seconds"},
+		{"/", 200, "Sluice"},
+		{"/nope", 404, "404 page not found"},
+	}
+	for _, tt := range tests {
+		t.Run("GET "+tt.path, func(t *testing.T) {
+			status, body := get(t, p.url+tt.path)
+			if status != tt.wantStatus || !strings.Contains(body, tt.wantBody) {
+				t.Errorf("status %d body %q; want %d containing %q", status, body, tt.wantStatus, tt.wantBody)
+			}
+		})
+	}
+
+	t.Run("PrintsTheGeneratedPasswordOnce", func(t *testing.T) {
+		out := p.out.String()
+		m := regexp.MustCompile(`password: (\S{24})\n`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no generated password on stdout:\n%s", out)
+		}
+		if strings.Count(out, m[1]) != 1 {
+			t.Errorf("password appears %d times on stdout, want once", strings.Count(out, m[1]))
+		}
+	})
+
+	t.Run("ShutsDownCleanlyOnCancel", func(t *testing.T) {
+		if err := p.stop(t); err != nil {
+			t.Fatalf("run returned %v, want nil", err)
+		}
+		if _, err := http.Get(p.url + "/healthz"); err == nil {
+			t.Error("still serving after run returned")
+		}
+	})
+
+	t.Run("SecondStartCreatesNothing", func(t *testing.T) {
+		again := startPortal(t, env)
+		if err := again.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		out := again.out.String()
+		if strings.Contains(out, "password:") || strings.Contains(out, "seeded") || strings.Contains(out, "migrated") {
+			t.Errorf("second start created something:\n%s", out)
+		}
+	})
+}
+
+// TestRunEmbedded is `go run ./cmd/portal` on a fresh machine: no
+// DATABASE_URL, no REDIS_URL. As root, this is the path that runs Postgres
+// as nobody.
+func TestRunEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"PORTAL_ADDR": "127.0.0.1:0", "PORTAL_DATA_DIR": filepath.Join(dir, "data")}
+
+	first := startPortal(t, env)
+	if status, body := get(t, first.url+"/readyz"); status != 200 || body != `{"status":"ok","checks":{"postgres":"ok"}}`+"\n" {
+		t.Errorf("readyz = %d %q", status, body)
+	}
+	if !strings.Contains(first.out.String(), "in-memory store") {
+		t.Errorf("logs do not say counters are in memory:\n%s", first.out)
+	}
+	if err := first.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	second := startPortal(t, env)
+	if status, _ := get(t, second.url+"/readyz"); status != 200 {
+		t.Errorf("second start readyz = %d", status)
+	}
+	if out := second.out.String(); strings.Contains(out, "creating embedded postgres") || strings.Contains(out, "password:") {
+		t.Errorf("second start did not reuse the data:\n%s", out)
+	}
+	if err := second.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunBadInput(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pgURL := testenv.PostgresURL(t)
+
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"WrongDatabaseURL", map[string]string{"DATABASE_URL": "postgres://postgres:hunter2@127.0.0.1:1/none?connect_timeout=2"}, "DATABASE_URL: connect to postgres at 127.0.0.1:1/none"},
+		{"UnknownDatabase", map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/sluice_no_such_db"}, "DATABASE_URL: connect to postgres"},
+		{"UnreachableRedis", map[string]string{"DATABASE_URL": pgURL, "REDIS_URL": "redis://:hunter2@127.0.0.1:1/0"}, "REDIS_URL: cannot reach redis server at 127.0.0.1:1"},
+		{"PortInUse", map[string]string{"PORTAL_ADDR": busy.Addr().String()}, "PORTAL_ADDR: cannot listen on " + busy.Addr().String() + ": bind: address already in use; set PORTAL_ADDR"},
+		{"UnwritableDataDir", map[string]string{"PORTAL_DATA_DIR": filepath.Join(file, "data")}, "PORTAL_DATA_DIR: cannot create " + filepath.Join(file, "data")},
+		{"BadVariable", map[string]string{"PORTAL_INSTANCES": "zero"}, "invalid PORTAL_INSTANCES"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "UnknownDatabase" && os.Getenv("TEST_DATABASE_URL") != "" {
+				t.Skip("needs the local server on 127.0.0.1:5432")
+			}
+			env := baseEnv(t)
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out strings.Builder
+			err := run(ctx, []string{"portal"}, envOf(env), &out)
+			if err == nil {
+				t.Fatal("run succeeded")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "hunter2") {
+				t.Errorf("error %q\nwant one line containing %q and no secret", msg, tt.want)
+			}
+			if strings.Contains(out.String(), "listening") {
+				t.Errorf("printed a URL although it failed:\n%s", out.String())
+			}
+			if tt.name == "PortInUse" {
+				if _, err := os.Stat(env["PORTAL_DATA_DIR"]); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("data dir created although the port was taken: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestRunRefusesBadSchema(t *testing.T) {
+	ctx := context.Background()
+	latest, err := database.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		force int
+		dirty bool
+		args  []string
+		want  error
+	}{
+		{"Dirty", int(latest), true, nil, database.ErrDirtySchema},
+		{"Newer", int(latest) + 1, false, nil, database.ErrSchemaTooNew},
+		{"OlderWithoutMigrate", int(latest) - 1, false, []string{"-migrate=false"}, database.ErrSchemaTooOld},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := testenv.PostgresURL(t)
+			pool, err := pgxpool.New(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := database.ForceVersion(ctx, pool, tt.force); err != nil {
+				t.Fatal(err)
+			}
+			if tt.dirty {
+				if _, err := pool.Exec(ctx, "UPDATE schema_migrations SET dirty = true"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pool.Close()
+			env := baseEnv(t)
+			env["DATABASE_URL"] = url
+			err = run(ctx, append([]string{"portal"}, tt.args...), envOf(env), io.Discard)
+			if !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "refusing to serve: ") {
+				t.Errorf("run = %v, want refusing to serve: %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	latest, err := database.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := baseEnv(t)
+	env["DATABASE_URL"] = testenv.PostgresURL(t)
+	steps := []struct {
+		args    []string
+		wantOut string
+		wantErr string
+	}{
+		{[]string{"version"}, fmt.Sprintf("schema version %d; this program knows up to %d\n", latest, latest), ""},
+		{[]string{"down", "all"}, fmt.Sprintf("schema version 0; this program knows up to %d\n", latest), ""},
+		{[]string{"up"}, fmt.Sprintf("schema version %d; this program knows up to %d\n", latest, latest), ""},
+		{[]string{"down"}, fmt.Sprintf("schema version %d; this program knows up to %d\n", latest-1, latest), ""},
+		{[]string{"force", fmt.Sprint(latest)}, fmt.Sprintf("schema version %d; this program knows up to %d\n", latest, latest), ""},
+		{[]string{"sideways"}, "", "unknown migrate action \"sideways\""},
+		{[]string{"down", "-3"}, "", "want a number of steps"},
+		{nil, "", "migrate needs an action"},
+	}
+	for _, s := range steps {
+		t.Run(strings.Join(append([]string{"migrate"}, s.args...), " "), func(t *testing.T) {
+			var out strings.Builder
+			err := run(context.Background(), append([]string{"portal", "migrate"}, s.args...), envOf(env), &out)
+			if s.wantErr != "" {
+				var ue usageError
+				if err == nil || !strings.Contains(err.Error(), s.wantErr) || !errors.As(err, &ue) {
+					t.Errorf("error = %v, want a usage error containing %q", err, s.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lastLine(out.String()); got != s.wantOut {
+				t.Errorf("output %q, want %q", got, s.wantOut)
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.SplitAfter(strings.TrimRight(s, "\n")+"\n", "\n")
+	return lines[len(lines)-2]
+}
+
+func TestReadyzNamesTheFailingDependency(t *testing.T) {
+	ctx := context.Background()
+	goodPool := testenv.Postgres(t)
+	goodRedis, _ := testenv.Redis(t)
+	deadPool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/x?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deadPool.Close()
+	deadRedis := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer deadRedis.Close()
+
+	tests := []struct {
+		name       string
+		pool       *pgxpool.Pool
+		rdb        redis.UniversalClient
+		wantStatus int
+		want       readiness
+	}{
+		{"AllUp", goodPool, goodRedis, 200, readiness{Status: "ok", Checks: map[string]string{"postgres": "ok", "redis": "ok"}}},
+		{"NoRedisConfigured", goodPool, nil, 200, readiness{Status: "ok", Checks: map[string]string{"postgres": "ok"}}},
+		{"PostgresDown", deadPool, goodRedis, 503, readiness{Status: "unavailable", Failing: []string{"postgres"}, Checks: map[string]string{"postgres": "unreachable", "redis": "ok"}}},
+		{"RedisDown", goodPool, deadRedis, 503, readiness{Status: "unavailable", Failing: []string{"redis"}, Checks: map[string]string{"postgres": "ok", "redis": "unreachable"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{header: http.Header{}}
+			req, _ := http.NewRequestWithContext(ctx, "GET", "/readyz", nil)
+			var rdb redis.UniversalClient
+			if tt.rdb != nil {
+				rdb = tt.rdb
+			}
+			readyz(tt.pool, rdb, discardLogger()).ServeHTTP(rec, req)
+			var got readiness
+			if err := json.Unmarshal([]byte(rec.body.String()), &got); err != nil {
+				t.Fatalf("body %q: %v", rec.body.String(), err)
+			}
+			if rec.status != tt.wantStatus || got.Status != tt.want.Status || fmt.Sprint(got.Failing) != fmt.Sprint(tt.want.Failing) ||
+				fmt.Sprint(got.Checks) != fmt.Sprint(tt.want.Checks) {
+				t.Errorf("got %d %+v, want %d %+v", rec.status, got, tt.wantStatus, tt.want)
+			}
+		})
+	}
+}
