@@ -143,6 +143,11 @@ type counterState struct {
 // limit; the window is floor(now/W).
 func evalFixedWindow(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
 	idx := now / p.window
+	if s.has && s.idx > idx {
+		// The clock stepped back across a boundary (another instance's
+		// request raced ahead): count in the stored window, never regress.
+		idx, now = s.idx, s.idx*p.window
+	}
 	count := int64(0)
 	if s.has && s.idx == idx {
 		count = s.count
@@ -167,6 +172,9 @@ func evalFixedWindow(s counterState, p params, now int64, commit bool) (layerOut
 // inside the sliding window: prev*(W-elapsed)/W + curr.
 func evalSlidingCounter(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
 	idx := now / p.window
+	if s.has && s.idx > idx {
+		idx, now = s.idx, s.idx*p.window
+	}
 	var curr, prev int64
 	if s.has {
 		switch s.idx {

@@ -149,8 +149,6 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 		}
 		ps = append(ps, p)
 	}
-	nowT := s.now()
-	now := nowT.UnixMicro()
 
 	var outBuf [maxInlineLayers]layerOut
 	var nextBuf [maxInlineLayers]counterState
@@ -158,6 +156,10 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 
 	sh := s.shard(req.Subject)
 	sh.mu.Lock()
+	// Reading the clock under the lock keeps time monotonic per subject, so
+	// racing requests cannot step a window back.
+	nowT := s.now()
+	now := nowT.UnixMicro()
 	sub := sh.subjects[req.Subject]
 	allowed := true
 	for i, p := range ps {

@@ -227,8 +227,9 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	if consume {
 		op = "a"
 	}
+	clock := s.clock()
 	if s.testNow != nil {
-		now = strconv.FormatInt(s.testNow().UnixMicro(), 10)
+		now = strconv.FormatInt(clock.UnixMicro(), 10)
 	}
 	usageField := ""
 	if consume && s.usage {
@@ -254,7 +255,7 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 		args = append(args, code, p.limit, p.window, p.burst, p.cost, queue)
 	}
 	if usageField != "" {
-		keys = append(keys, s.usageKey(req.Subject, usageBucketStart(s.clock().Unix())))
+		keys = append(keys, s.usageKey(req.Subject, usageBucketStart(clock.Unix())))
 	}
 	return &redisCall{keys: keys, args: args, done: make(chan struct{})}, nil
 }

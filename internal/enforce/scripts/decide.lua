@@ -66,8 +66,11 @@ end
 -- when commit is true and the limit admits.
 local function eval(alg, s, p, k1, commit)
   local L, W, B, c = p.L, p.W, p.B, p.c
+  local now = now -- the fixed and sliding windows may clamp it for their layer
   if alg == 'fw' then
     local idx = math.floor(now / W)
+    -- a clock that stepped back across a boundary counts in the stored window
+    if s.idx and s.idx > idx then idx = s.idx; now = s.idx * W end
     local count = 0
     if s.idx == idx then count = s.count end
     local ok = count + c <= L
@@ -82,6 +85,7 @@ local function eval(alg, s, p, k1, commit)
     return ok, math.max(0, L - count), reset, retry, 0, nxt
   elseif alg == 'swc' then
     local idx = math.floor(now / W)
+    if s.idx and s.idx > idx then idx = s.idx; now = s.idx * W end
     local curr, prev = 0, 0
     if s.idx == idx then
       curr, prev = s.count, s.prev
