@@ -16,14 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/users"
-)
-
-// Redis failure modes: what the engine does when Redis cannot be reached.
-const (
-	FailureOpen   = "open"   // admit requests, marked degraded
-	FailureClosed = "closed" // answer 503
-	FailureLocal  = "local"  // fall back to per-instance memory counters, limits divided by Instances
 )
 
 // Config is everything the portal reads from its environment and flags.
@@ -56,9 +50,9 @@ type Config struct {
 	// TrustedProxies are the addresses whose X-Forwarded-For is believed
 	// (PORTAL_TRUSTED_PROXIES).
 	TrustedProxies []netip.Prefix
-	// RedisFailureMode is FailureOpen, FailureClosed or FailureLocal
+	// RedisFailureMode is what the engine does while Redis is unreachable
 	// (PORTAL_REDIS_FAILURE_MODE).
-	RedisFailureMode string
+	RedisFailureMode enforce.FailureMode
 	// Instances is how many portal instances share the Redis counters
 	// (PORTAL_INSTANCES); FailureLocal divides each limit by it.
 	Instances int
@@ -158,13 +152,14 @@ func settings(getenv func(string) string) []setting {
 		{env: "PORTAL_TRUSTED_PROXIES", flag: "trusted-proxies", accepts: "a comma-separated list of IP addresses or CIDR prefixes, e.g. 10.0.0.0/8,192.168.1.1",
 			set: func(c *Config, v string) error {
 				var err error
-				c.TrustedProxies, err = parseProxies(v)
+				c.TrustedProxies, err = enforce.ParseTrustedProxies(v)
 				return err
 			}},
-		{env: "PORTAL_REDIS_FAILURE_MODE", flag: "redis-failure-mode", def: FailureOpen, accepts: "open, closed or local",
+		{env: "PORTAL_REDIS_FAILURE_MODE", flag: "redis-failure-mode", def: string(enforce.FailOpen),
+			accepts: "open (admit, marked degraded), closed (503) or local (per-instance memory counters, limits divided by PORTAL_INSTANCES)",
 			set: func(c *Config, v string) error {
-				c.RedisFailureMode = v
-				if v != FailureOpen && v != FailureClosed && v != FailureLocal {
+				var err error
+				if c.RedisFailureMode, err = enforce.ParseFailureMode(v); err != nil {
 					return errors.New("unknown mode")
 				}
 				return nil
@@ -263,7 +258,7 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.BoolFunc("log-json", "log JSON (same as -log-format=json)", func(string) error { *logFormat = "json"; return nil })
 	fs.BoolFunc("no-demo", "do not seed the demo plans (same as -demo=false)", func(string) error { *demo = "false"; return nil })
 	fs.Usage = func() {
-		fmt.Fprintf(usage, "Usage: portal [flags]\n       portal migrate [flags] up | down [N|all] | version | force V\n\nEvery flag mirrors an environment variable; the flag wins.\n\n")
+		fmt.Fprintf(usage, "Usage: portal [flags]\n       portal migrate [flags] up | down [N|all] | version | force V\n       portal healthcheck [flags]\n\nEvery flag mirrors an environment variable; the flag wins.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -306,31 +301,6 @@ func checkAddr(v string) error {
 		return errors.New("bad host")
 	}
 	return nil
-}
-
-func parseProxies(v string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, part := range strings.Split(v, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		if strings.Contains(part, "/") {
-			p, err := netip.ParsePrefix(part)
-			if err != nil {
-				return nil, fmt.Errorf("%q is not a CIDR prefix", part)
-			}
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(part)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an IP address", part)
-		}
-		a = a.Unmap()
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
-	}
-	return out, nil
 }
 
 // defaultDataDir is a "sluice" folder in the user's data directory:

@@ -35,8 +35,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		args = []string{"portal"}
 	}
 	sub, rest := "serve", args[1:]
-	if len(rest) > 0 && rest[0] == "migrate" {
-		sub, rest = "migrate", rest[1:]
+	if len(rest) > 0 && (rest[0] == "migrate" || rest[0] == "healthcheck") {
+		sub, rest = rest[0], rest[1:]
 	}
 	cfg, left, err := LoadConfig(rest, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -47,11 +47,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	logger := newLogger(cfg, stdout)
 
-	if sub == "migrate" {
-		return runMigrate(ctx, cfg, left, logger, stdout)
+	if len(left) > 0 && sub != "migrate" {
+		return usageError{fmt.Errorf("unexpected argument %q (want no arguments, or: migrate up|down|version|force, healthcheck)", left[0])}
 	}
-	if len(left) > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q (want no arguments, or: migrate up|down|version|force)", left[0])}
+	switch sub {
+	case "migrate":
+		return runMigrate(ctx, cfg, left, logger, stdout)
+	case "healthcheck":
+		return healthcheck(ctx, cfg.Addr, stdout)
 	}
 	return serve(ctx, cfg, logger, stdout)
 }
@@ -269,6 +272,36 @@ func checkDataDir(dir string) error {
 	}
 	_ = f.Close()
 	return os.Remove(f.Name())
+}
+
+// healthcheck is `portal healthcheck`: GET /readyz on the local portal,
+// failing unless it answers 200. Container images without a shell or curl use
+// it as their health check.
+func healthcheck(ctx context.Context, addr string, stdout io.Writer) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	fmt.Fprint(stdout, string(body))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: /readyz answered %s", resp.Status)
+	}
+	return nil
 }
 
 // publicURL is the address to print: a wildcard host becomes localhost.

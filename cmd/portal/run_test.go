@@ -147,6 +147,20 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		})
 	}
 
+	t.Run("HealthcheckCommand", func(t *testing.T) {
+		var out strings.Builder
+		addr := strings.TrimPrefix(p.url, "http://")
+		if err := run(context.Background(), []string{"portal", "healthcheck", "-addr", addr}, envOf(nil), &out); err != nil {
+			t.Errorf("healthcheck on a ready portal: %v", err)
+		}
+		if !strings.Contains(out.String(), `"status":"ok"`) {
+			t.Errorf("healthcheck printed %q", out.String())
+		}
+		if err := run(context.Background(), []string{"portal", "healthcheck", "-addr", "127.0.0.1:1"}, envOf(nil), io.Discard); err == nil {
+			t.Error("healthcheck against nothing succeeded")
+		}
+	})
+
 	t.Run("PrintsTheGeneratedPasswordOnce", func(t *testing.T) {
 		out := p.out.String()
 		m := regexp.MustCompile(`password: (\S{24})\n`).FindStringSubmatch(out)
