@@ -1,0 +1,164 @@
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/plans"
+)
+
+// TestDashboardPlanWithTiers: an operator signs in, creates a plan, adds two
+// tiers, is told a limit of 0 is wrong beside the field, and edits a tier in
+// place without leaving the page.
+func TestDashboardPlanWithTiers(t *testing.T) {
+	p := startPortal(t)
+	ctx := browser(t, 90*time.Second)
+	signIn(t, ctx, p.URL, operatorEmail)
+
+	do(t, ctx, "create plan",
+		chromedp.Navigate(p.URL+"/admin/plans/new"),
+		chromedp.WaitVisible(tid("plan-form")),
+		chromedp.SendKeys(tid("plan-slug"), "team"),
+		chromedp.SendKeys(tid("plan-name-input"), "Team"),
+		chromedp.Click(tid("plan-submit")),
+		chromedp.WaitVisible(tid("tier-add-form")),
+	)
+	if got := textOf(t, ctx, "plan-title"); got != "Team (team)" {
+		t.Fatalf("plan page title %q", got)
+	}
+	// A marker that survives only as long as the page is not reloaded: the
+	// inline edits below must keep it.
+	do(t, ctx, "mark page", chromedp.Evaluate[chromedp.Void](`window.sluiceMarker = "still here"`))
+
+	addTier := func(name, route, algorithm, limit, window, burst string) {
+		t.Helper()
+		do(t, ctx, "add tier "+name,
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="name"]`), name),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="route"]`), route),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="algorithm"]`), algorithm),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="limit"]`), limit),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="window_seconds"]`), window),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="burst"]`), burst),
+			chromedp.Click(tid("tier-add")),
+		)
+	}
+	addTier("search", "GET /api/search", "token_bucket", "100", "60", "20")
+	do(t, ctx, "first tier row", chromedp.WaitVisible(chromedp.CSS(`[data-testid="tier-row"][data-tier="search"]`)))
+	addTier("items", "GET /api/items/{id}", "sliding_window_log", "600", "60", "0")
+	do(t, ctx, "second tier row", chromedp.WaitVisible(chromedp.CSS(`[data-testid="tier-row"][data-tier="items"]`)))
+
+	addTier("zero", "", "fixed_window", "0", "60", "0")
+	do(t, ctx, "field error", chromedp.WaitVisible(chromedp.CSS(`#tier-add [data-testid="error-limit"]`)))
+	if got := textOf(t, ctx, "error-limit"); got != "must be at least 1" {
+		t.Errorf("limit error %q", got)
+	}
+	screenshot(t, ctx, "field-error")
+
+	do(t, ctx, "edit tier inline",
+		chromedp.Click(chromedp.CSS(`[data-tier="search"] [data-testid="tier-edit"]`)),
+		chromedp.WaitVisible(tid("tier-edit-row")),
+		chromedp.SetValue(chromedp.CSS(`[data-testid="tier-edit-row"] [name="limit"]`), "250"),
+		chromedp.Click(tid("tier-save")),
+		chromedp.WaitNotPresent(tid("tier-edit-row")),
+	)
+	if got := textOf(t, ctx, "tier-limit"); got != "250" {
+		t.Errorf("edited row shows limit %q, want 250", got)
+	}
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.sluiceMarker || ""`))
+	if err != nil || marker != "still here" {
+		t.Errorf("the page reloaded during the inline edits (marker %q, %v)", marker, err)
+	}
+	screenshot(t, ctx, "plan-with-tiers")
+
+	saved, err := p.Plans.GetBySlug(t.Context(), "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, l := range saved.Limits {
+		got[l.Name] = l.Limit
+	}
+	if fmt.Sprint(got) != fmt.Sprint(map[string]int64{"search": 250, "items": 600}) {
+		t.Errorf("saved tiers %v", got)
+	}
+	if saved.Version != 4 {
+		t.Errorf("plan version %d, want 4 (created, two adds, one edit)", saved.Version)
+	}
+}
+
+// TestDashboardRevokeKey: revoking a key in the dashboard makes the sample
+// API refuse it within a second.
+func TestDashboardRevokeKey(t *testing.T) {
+	p := startPortal(t)
+	k, secret := p.keyOnPlan(t, "gold", plans.LimitInput{Name: "all", Algorithm: "token_bucket", Limit: 1000, WindowSeconds: 60})
+	if _, ok := eventually(2*time.Second, func() bool { return apiStatus(t, p.URL, "/api/items/1", secret) == http.StatusOK }); !ok {
+		t.Fatal("the new key was not accepted by the sample API within 2 s")
+	}
+	ctx := browser(t, 60*time.Second)
+	signIn(t, ctx, p.URL, operatorEmail)
+	do(t, ctx, "open key",
+		chromedp.Navigate(p.URL+"/admin/keys?q="+k.Prefix),
+		chromedp.WaitVisible(tid("key-prefix")),
+		chromedp.Click(tid("key-prefix")),
+		chromedp.WaitVisible(tid("key-revoke")),
+		chromedp.Click(tid("key-revoke")),
+		chromedp.WaitVisible(tid("revoke-warning")),
+	)
+	screenshot(t, ctx, "revoke-confirmation")
+	do(t, ctx, "confirm", chromedp.Click(tid("revoke-confirm")), chromedp.WaitVisible(tid("saved")))
+	took, ok := eventually(time.Second, func() bool { return apiStatus(t, p.URL, "/api/items/1", secret) == http.StatusUnauthorized })
+	if !ok {
+		t.Fatalf("the sample API still accepted the revoked key %v after the revocation", took)
+	}
+	t.Logf("revoked key refused %v after the confirmation page returned", took)
+	if got := textOf(t, ctx, "key-state"); got != "revoked" {
+		t.Errorf("key page state %q", got)
+	}
+	screenshot(t, ctx, "revoked")
+}
+
+// TestDashboardLiveView: the live view of a key moves while a client sends
+// traffic, without reloading.
+func TestDashboardLiveView(t *testing.T) {
+	p := startPortal(t)
+	k, secret := p.keyOnPlan(t, "gold",
+		plans.LimitInput{Name: "items", Route: "GET /api/items/{id}", Algorithm: "fixed_window", Limit: 50, WindowSeconds: 300})
+	if _, ok := eventually(2*time.Second, func() bool { return apiStatus(t, p.URL, "/api/items/1", secret) == http.StatusOK }); !ok {
+		t.Fatal("the new key was not accepted by the sample API within 2 s")
+	}
+	ctx := browser(t, 60*time.Second)
+	signIn(t, ctx, p.URL, operatorEmail)
+	do(t, ctx, "open live view",
+		chromedp.Navigate(p.URL+"/admin/live?keys="+strconv.FormatInt(k.ID, 10)),
+		chromedp.WaitVisible(tid("live-used")),
+		chromedp.Evaluate[chromedp.Void](`window.sluiceMarker = "still here"`),
+	)
+	before, _ := strconv.Atoi(textOf(t, ctx, "live-used"))
+	beforeAdmitted, _ := strconv.Atoi(textOf(t, ctx, "live-admitted"))
+
+	const sent = 7
+	for range sent {
+		if s := apiStatus(t, p.URL, "/api/items/2", secret); s != http.StatusOK {
+			t.Fatalf("traffic: status %d", s)
+		}
+	}
+	want := strconv.Itoa(before + sent)
+	expr := fmt.Sprintf(`(document.querySelector('[data-testid="live-used"]')||{}).textContent === %q`, want)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		screenshot(t, ctx, "failed-live")
+		t.Fatalf("used counter did not reach %s within 5 s (shows %q): %v", want, textOf(t, ctx, "live-used"), err)
+	}
+	if got, _ := strconv.Atoi(textOf(t, ctx, "live-admitted")); got < beforeAdmitted+sent {
+		t.Errorf("admitted in the last hour %d, want at least %d", got, beforeAdmitted+sent)
+	}
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.sluiceMarker || ""`))
+	if err != nil || marker != "still here" {
+		t.Errorf("the live view reloaded the page (marker %q, %v)", marker, err)
+	}
+	screenshot(t, ctx, "live-view")
+}
