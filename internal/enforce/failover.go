@@ -51,8 +51,10 @@ const (
 // FailoverOptions configures NewFailoverStore.
 type FailoverOptions struct {
 	// Timeout bounds each call to the primary (0 means
-	// DefaultStoreTimeout). It is enforced here, whether or not the primary
-	// honours its context, so a hung Redis costs a request at most this.
+	// DefaultStoreTimeout) through its context's deadline, so a hung Redis
+	// costs a request at most this. The primary must honour the deadline, as
+	// RedisStore does; calling it in a goroutine to enforce the bound
+	// regardless would cost every request more than the guard is worth.
 	Timeout time.Duration
 	// FailureThreshold is how many consecutive failed calls open the
 	// breaker (0 means DefaultFailureThreshold).
@@ -270,32 +272,23 @@ func (s *FailoverStore) failed(probe bool, err error) {
 	}
 }
 
-// callPrimary runs one call with the timeout enforced here: the call runs
-// in its own goroutine, so even a store that ignores its context cannot hold
-// the request longer than the timeout.
+// callPrimary runs one call under the timeout. A deadline that expires
+// while the caller is still waiting is the primary's failure, whatever error
+// the primary reports for it.
 func (s *FailoverStore) callPrimary(ctx context.Context, req Request, peek bool) (Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	type result struct {
-		d   Decision
-		err error
+	var d Decision
+	var err error
+	if peek {
+		d, err = s.primary.Peek(tctx, req)
+	} else {
+		d, err = s.primary.Allow(tctx, req)
 	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		if peek {
-			r.d, r.err = s.primary.Peek(ctx, req)
-		} else {
-			r.d, r.err = s.primary.Allow(ctx, req)
-		}
-		done <- r
-	}()
-	select {
-	case r := <-done:
-		return r.d, r.err
-	case <-ctx.Done():
-		return Decision{}, fmt.Errorf("%w: no answer within %s: %w", ErrStoreUnavailable, s.timeout, ctx.Err())
+	if err != nil && ctx.Err() == nil && tctx.Err() != nil && !errors.Is(err, ErrStoreUnavailable) {
+		err = fmt.Errorf("%w: no answer within %s: %w", ErrStoreUnavailable, s.timeout, err)
 	}
+	return d, err
 }
 
 func (s *FailoverStore) fallback(ctx context.Context, req Request, peek bool, cause error) (Decision, error) {

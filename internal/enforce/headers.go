@@ -62,10 +62,6 @@ func writeLimitHeaders(h http.Header, d Decision, now time.Time) {
 		return
 	}
 	bl := d.Binding()
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(bl.Limit.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(bl.Remaining, 0), 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(unixCeil(now.Add(bl.ResetAfter)), 10))
-
 	policy := make([]byte, 0, 48*len(d.Layers))
 	state := make([]byte, 0, 40*len(d.Layers))
 	for i, l := range d.Layers {
@@ -85,8 +81,21 @@ func writeLimitHeaders(h http.Header, d Decision, now time.Time) {
 		state = append(state, ";t="...)
 		state = strconv.AppendInt(state, ceilSeconds(l.ResetAfter), 10)
 	}
-	h.Set("RateLimit-Policy", string(policy))
-	h.Set("RateLimit", string(state))
+	// Every response pays for these headers, so they share one backing
+	// array and skip Header.Set's canonicalisation: the keys are written in
+	// the canonical form Set would produce (and the wire shows).
+	vals := []string{
+		strconv.FormatInt(bl.Limit.Limit, 10),
+		strconv.FormatInt(max(bl.Remaining, 0), 10),
+		strconv.FormatInt(unixCeil(now.Add(bl.ResetAfter)), 10),
+		string(policy),
+		string(state),
+	}
+	h["X-Ratelimit-Limit"] = vals[0:1:1]
+	h["X-Ratelimit-Remaining"] = vals[1:2:2]
+	h["X-Ratelimit-Reset"] = vals[2:3:3]
+	h["Ratelimit-Policy"] = vals[3:4:4]
+	h["Ratelimit"] = vals[4:5:5]
 }
 
 // quoteName appends name as a Structured Field sf-string (RFC 8941 3.3.3):

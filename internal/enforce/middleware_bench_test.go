@@ -1,0 +1,71 @@
+package enforce_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// discardWriter is a ResponseWriter that keeps nothing, so the benchmarks
+// measure the middleware rather than a recorder.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+
+// BenchmarkMiddleware measures what the middleware adds to one request on
+// the memory store: identify (anonymous, by RemoteAddr), filter two layers,
+// decide, write five headers, hand over the context. "bare" is the same mux
+// and handler without it; "failover" adds the FailoverStore's per-call
+// timeout goroutine. Figures: see the README's benchmark section.
+//
+//	go test -run '^$' -bench BenchmarkMiddleware -benchmem ./internal/enforce/
+func BenchmarkMiddleware(b *testing.B) {
+	never := []enforce.Limit{
+		{Name: "bench-global", Algorithm: enforce.TokenBucket, Limit: 1_000_000_000, Window: time.Second},
+		{Name: "bench-items", Algorithm: enforce.FixedWindow, Limit: 1_000_000_000, Window: time.Minute, Route: routeItems},
+	}
+	res := &mwResolver{anonLimits: never}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mem := func() enforce.Store { return enforce.NewMemoryStore(enforce.MemoryOptions{DisableUsage: true}) }
+	cases := []struct {
+		name string
+		wrap func(http.Handler) http.Handler
+	}{
+		{"bare", func(h http.Handler) http.Handler { return h }},
+		{"memory", func(h http.Handler) http.Handler {
+			return enforce.NewMiddleware(mem(), res, enforce.MiddlewareOptions{}).Wrap(h)
+		}},
+		{"failover", func(h http.Handler) http.Handler {
+			return enforce.NewMiddleware(enforce.NewFailoverStore(mem(), enforce.FailoverOptions{}), res, enforce.MiddlewareOptions{}).Wrap(h)
+		}},
+	}
+	for _, tc := range cases {
+		mux := http.NewServeMux()
+		mux.Handle(routeItems, tc.wrap(ok))
+		b.Run(tc.name+"/serial", func(b *testing.B) {
+			r := httptest.NewRequest("GET", "/api/items/42", nil)
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				mux.ServeHTTP(w, r)
+			}
+		})
+		b.Run(tc.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				r := httptest.NewRequest("GET", "/api/items/42", nil)
+				w := &discardWriter{h: http.Header{}}
+				for pb.Next() {
+					clear(w.h)
+					mux.ServeHTTP(w, r)
+				}
+			})
+		})
+	}
+}
