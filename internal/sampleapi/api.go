@@ -78,7 +78,9 @@ type API struct {
 
 // New returns the sample API enforced by mw. Mount it with
 // mux.Handle("/api/", api): its own ServeMux matches the patterns above, so
-// the middleware sees them in r.Pattern.
+// the middleware sees them in r.Pattern. A nil mw serves the API without any
+// enforcement (and without RouteStatus), the baseline of the end-to-end
+// benchmark.
 func New(mw *enforce.Middleware, opts Options) *API {
 	a := &API{
 		mux:     http.NewServeMux(),
@@ -107,6 +109,15 @@ func New(mw *enforce.Middleware, opts Options) *API {
 	a.cat = newCatalogue(size)
 	a.jobs = newJobTable(maxJobs)
 
+	if mw == nil {
+		// Unprotected, for measuring what enforcement costs; there are no
+		// limits to report, so the status route is absent.
+		a.mux.HandleFunc(RouteSearch, a.search)
+		a.mux.HandleFunc(RouteItem, a.item)
+		a.mux.HandleFunc(RouteCreateReport, a.createReport)
+		a.mux.HandleFunc(RouteJob, a.job)
+		return a
+	}
 	a.mux.Handle(RouteSearch, mw.Wrap(http.HandlerFunc(a.search)))
 	a.mux.Handle(RouteItem, mw.Wrap(http.HandlerFunc(a.item)))
 	a.mux.Handle(RouteCreateReport, mw.WrapAsync(http.HandlerFunc(a.createReport)))
