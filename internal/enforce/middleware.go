@@ -211,7 +211,13 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		writeError(w, http.StatusServiceUnavailable, "request_cancelled", "The request was cancelled.")
 		return
 	}
-	m.log.WarnContext(r.Context(), "rate-limit decision failed", "err", err, "route", route, "fail_open", m.failOpen)
+	if errors.Is(err, ErrCircuitOpen) {
+		// The breaker logged the outage once; a line per request would
+		// flood the log for as long as it lasts.
+		m.log.DebugContext(r.Context(), "rate-limit store bypassed", "route", route, "fail_open", m.failOpen)
+	} else {
+		m.log.WarnContext(r.Context(), "rate-limit decision failed", "err", err, "route", route, "fail_open", m.failOpen)
+	}
 	if m.failOpen {
 		m.metrics.count(route, caller.Plan, "failed_open")
 		w.Header().Set(HeaderStoreDegraded, "store-unavailable")
