@@ -1,0 +1,52 @@
+package adminapi
+
+import "net/http"
+
+// route is one endpoint of the admin API. The mux and the OpenAPI test are
+// both built from routes(), so the two cannot drift apart.
+type route struct {
+	method string
+	// path is the full ServeMux path, wildcards included, so r.Pattern names
+	// the endpoint in logs and metrics.
+	path string
+	// operationID is the endpoint's operationId in openapi.json.
+	operationID string
+	handler     http.HandlerFunc
+	// public routes need no operator token.
+	public bool
+}
+
+// routes is the admin API's route table.
+func (a *api) routes() []route {
+	const p = Prefix
+	return []route{
+		{"GET", p + "/openapi.json", "getOpenAPI", a.openAPI, true},
+
+		{"GET", p + "/plans", "listPlans", a.listPlans, false},
+		{"POST", p + "/plans", "createPlan", a.createPlan, false},
+		{"GET", p + "/plans/{id}", "getPlan", a.getPlan, false},
+		{"PUT", p + "/plans/{id}", "updatePlan", a.updatePlan, false},
+		{"DELETE", p + "/plans/{id}", "deletePlan", a.deletePlan, false},
+		{"POST", p + "/plans/{id}/limits", "addLimit", a.addLimit, false},
+		{"PUT", p + "/plans/{id}/limits/{limit_id}", "updateLimit", a.updateLimit, false},
+		{"DELETE", p + "/plans/{id}/limits/{limit_id}", "deleteLimit", a.deleteLimit, false},
+
+		{"GET", p + "/keys", "listKeys", a.listKeys, false},
+		{"POST", p + "/keys", "createKey", a.createKey, false},
+		{"GET", p + "/keys/{id}", "getKey", a.getKey, false},
+		{"POST", p + "/keys/{id}/rotate", "rotateKey", a.rotateKey, false},
+		{"POST", p + "/keys/{id}/revoke", "revokeKey", a.revokeKey, false},
+		{"PUT", p + "/keys/{id}/overrides", "setKeyOverrides", a.setKeyOverrides, false},
+		{"PUT", p + "/keys/{id}/plan", "setKeyPlan", a.setKeyPlan, false},
+		{"GET", p + "/keys/{id}/usage", "getKeyUsage", a.keyUsage, false},
+
+		{"GET", p + "/developers", "listDevelopers", a.listDevelopers, false},
+		{"PUT", p + "/developers/{id}/plan", "setDeveloperPlan", a.setDeveloperPlan, false},
+
+		{"GET", p + "/audit", "listAudit", a.listAudit, false},
+
+		{"GET", p + "/tokens", "listTokens", a.listTokens, false},
+		{"POST", p + "/tokens", "createToken", a.createToken, false},
+		{"POST", p + "/tokens/{id}/revoke", "revokeToken", a.revokeToken, false},
+	}
+}
