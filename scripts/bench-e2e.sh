@@ -3,6 +3,7 @@
 #   bare        GET /api/items/{id} without rate limiting
 #   sluice      the same behind enforce.Middleware + RedisStore (two layers)
 #   redis_rate  the same behind a plain go-redis/redis_rate middleware
+#   memory      (optional row) the middleware on the in-memory store
 # Runs are interleaved (bare, sluice, redis_rate, bare, ...) so that load
 # from other processes on a shared machine spreads over every mode; the table
 # gives the median of RUNS runs and the spread (max-min)/median.
@@ -12,7 +13,7 @@
 #
 #   scripts/bench-e2e.sh                 # defaults below
 #   RUNS=5 DURATION=15s scripts/bench-e2e.sh
-#   MODES="bare sluice sluice_nousage sluice_failover redis_rate" scripts/bench-e2e.sh
+#   MODES="bare sluice memory sluice_nousage sluice_failover redis_rate" scripts/bench-e2e.sh
 set -euo pipefail
 
 RUNS=${RUNS:-3}

@@ -7,6 +7,8 @@
 //	                  a RedisStore inside a FailoverStore (as the portal runs
 //	                  it): two layers, a plan-wide token bucket and a tier on
 //	                  GET /api/items/{id}, both so high they never reject
+//	-mode memory      the same middleware and layers on a MemoryStore (the
+//	                  single-instance default): what the middleware itself costs
 //	-mode redis_rate  the sample API behind a plain middleware calling
 //	                  go-redis/redis_rate (one layer, same never-rejecting rate)
 //
@@ -53,7 +55,7 @@ const neverRejects = 1_000_000_000
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("benchserver", flag.ContinueOnError)
-	mode := fs.String("mode", "sluice", "bare | sluice | redis_rate")
+	mode := fs.String("mode", "sluice", "bare | sluice | memory | redis_rate")
 	addr := fs.String("addr", "127.0.0.1:18080", "listen address")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL (modes sluice and redis_rate)")
 	prefix := fs.String("prefix", "bench:", "Redis key prefix")
@@ -67,7 +69,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stdout, nil))
 
 	var rdb *redis.Client
-	if *mode != "bare" {
+	if *mode == "sluice" || *mode == "redis_rate" {
 		opts, err := redis.ParseURL(*redisURL)
 		if err != nil {
 			return fmt.Errorf("redis URL: %w", err)
@@ -99,10 +101,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		mw := enforce.NewMiddleware(store, benchResolver{}, enforce.MiddlewareOptions{Logger: log, FailureMode: failMode})
 		h = sampleapi.New(mw, sampleapi.Options{Logger: log})
+	case "memory":
+		mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{DisableUsage: !*usage}), benchResolver{},
+			enforce.MiddlewareOptions{Logger: log})
+		h = sampleapi.New(mw, sampleapi.Options{Logger: log})
 	case "redis_rate":
 		h = redisRateMiddleware(redis_rate.NewLimiter(rdb), *prefix, sampleapi.New(nil, sampleapi.Options{Logger: log}))
 	default:
-		return fmt.Errorf("unknown -mode %q: want bare, sluice or redis_rate", *mode)
+		return fmt.Errorf("unknown -mode %q: want bare, sluice, memory or redis_rate", *mode)
 	}
 
 	if *cpuprofile != "" {
