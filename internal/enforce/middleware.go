@@ -96,9 +96,12 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 // carry the headers of DESIGN.md. Over the limit, the layers' modes decide:
 // 429 with Retry-After and a RejectionBody; for a tier in degrade mode, the
 // handler runs with Degraded(ctx) true and the response is marked with
-// HeaderDegraded. An admitted decision with a Delay (a leaky bucket shaping
-// traffic) waits before next runs, and a request whose context ends while
-// waiting never reaches next.
+// HeaderDegraded. An admitted decision with a Delay (a leaky bucket in queue
+// mode shaping traffic) waits before next runs, marked with
+// HeaderQueueDelay; a request whose context ends while waiting never reaches
+// next, and one whose wait would exceed MaxQueueWait is answered 429 at once.
+// Only leaky buckets queue: a queue-mode limit of another algorithm, or a
+// full leaky-bucket queue, answers 429 like reject mode.
 //
 // Handlers read the caller and the decision with CallerFrom and DecisionFrom.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
