@@ -30,20 +30,49 @@ const (
 	codeLeakyBucket  = "lb"
 	// maxInlineLayers is how many layers a decision handles without a heap
 	// allocation for its scratch space.
-	maxInlineLayers = 8
+	maxInlineLayers = 4
 )
 
-func algorithmCode(a Algorithm) string {
+// algKind is an Algorithm as a small integer, so the hot path switches on a
+// byte instead of comparing strings.
+type algKind uint8
+
+const (
+	kindFixedWindow algKind = iota + 1
+	kindSlidingLog
+	kindSlidingCounter
+	kindTokenBucket
+	kindLeakyBucket
+)
+
+func kindOf(a Algorithm) algKind {
 	switch a {
 	case FixedWindow:
-		return codeFixedWindow
+		return kindFixedWindow
 	case SlidingWindowLog:
-		return codeSlidingLog
+		return kindSlidingLog
 	case SlidingWindowCounter:
-		return codeSlidingCount
+		return kindSlidingCounter
 	case TokenBucket:
-		return codeTokenBucket
+		return kindTokenBucket
 	case LeakyBucket:
+		return kindLeakyBucket
+	}
+	return 0
+}
+
+// code is the algorithm's name in the Lua script and in Redis keys.
+func (k algKind) code() string {
+	switch k {
+	case kindFixedWindow:
+		return codeFixedWindow
+	case kindSlidingLog:
+		return codeSlidingLog
+	case kindSlidingCounter:
+		return codeSlidingCount
+	case kindTokenBucket:
+		return codeTokenBucket
+	case kindLeakyBucket:
 		return codeLeakyBucket
 	}
 	return ""
@@ -51,7 +80,7 @@ func algorithmCode(a Algorithm) string {
 
 // params is a Limit reduced to the integers both stores compute with.
 type params struct {
-	alg    Algorithm
+	kind   algKind
 	limit  int64
 	window int64 // microseconds
 	burst  int64 // token bucket capacity (defaulted) or leaky bucket queue depth
@@ -60,29 +89,34 @@ type params struct {
 }
 
 func paramsOf(l Limit) (params, error) {
-	if l.Name == "" {
-		return params{}, fmt.Errorf("%w: limit without a name", ErrInvalidRequest)
-	}
-	if !l.Algorithm.Valid() {
-		return params{}, fmt.Errorf("%w: limit %q: unknown algorithm %q", ErrInvalidRequest, l.Name, l.Algorithm)
-	}
-	if l.Limit < 1 {
-		return params{}, fmt.Errorf("%w: limit %q: limit %d below 1", ErrInvalidRequest, l.Name, l.Limit)
-	}
-	p := params{alg: l.Algorithm, limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue}
-	if p.window < 1 {
-		return params{}, fmt.Errorf("%w: limit %q: window %s below 1µs", ErrInvalidRequest, l.Name, l.Window)
-	}
-	if p.burst < 0 || p.cost < 0 {
-		return params{}, fmt.Errorf("%w: limit %q: negative burst or cost", ErrInvalidRequest, l.Name)
+	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue}
+	if l.Name == "" || p.kind == 0 || p.limit < 1 || p.window < 1 || p.burst < 0 || p.cost < 0 {
+		return params{}, limitError(l)
 	}
 	if p.cost == 0 {
 		p.cost = 1
 	}
-	if p.alg == TokenBucket && p.burst == 0 {
+	if p.kind == kindTokenBucket && p.burst == 0 {
 		p.burst = p.limit
 	}
 	return p, nil
+}
+
+// limitError explains why paramsOf refused l; kept apart so the hot path
+// stays small enough to inline.
+func limitError(l Limit) error {
+	switch {
+	case l.Name == "":
+		return fmt.Errorf("%w: limit without a name", ErrInvalidRequest)
+	case kindOf(l.Algorithm) == 0:
+		return fmt.Errorf("%w: limit %q: unknown algorithm %q", ErrInvalidRequest, l.Name, l.Algorithm)
+	case l.Limit < 1:
+		return fmt.Errorf("%w: limit %q: limit %d below 1", ErrInvalidRequest, l.Name, l.Limit)
+	case l.Window.Microseconds() < 1:
+		return fmt.Errorf("%w: limit %q: window %s below 1µs", ErrInvalidRequest, l.Name, l.Window)
+	default:
+		return fmt.Errorf("%w: limit %q: negative burst or cost", ErrInvalidRequest, l.Name)
+	}
 }
 
 // validateRequest checks what both stores need before touching state.
@@ -90,7 +124,7 @@ func validateRequest(req Request) error {
 	if req.Subject == "" {
 		return fmt.Errorf("%w: empty subject", ErrInvalidRequest)
 	}
-	if strings.ContainsAny(req.Subject, "{}") {
+	if strings.IndexByte(req.Subject, '{') >= 0 || strings.IndexByte(req.Subject, '}') >= 0 {
 		// A brace would end the Redis Cluster hash tag early and scatter one
 		// subject's keys over several slots.
 		return fmt.Errorf("%w: subject %q contains a brace", ErrInvalidRequest, req.Subject)
@@ -141,7 +175,7 @@ type counterState struct {
 
 // evalFixedWindow admits when the window's count plus cost stays within the
 // limit; the window is floor(now/W).
-func evalFixedWindow(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+func evalFixedWindow(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
 	idx := now / p.window
 	if s.has && s.idx > idx {
 		// The clock stepped back across a boundary (another instance's
@@ -153,10 +187,9 @@ func evalFixedWindow(s counterState, p params, now int64, commit bool) (layerOut
 		count = s.count
 	}
 	ok := count+p.cost <= p.limit
-	next := s
 	if ok && commit {
 		count += p.cost
-		next = counterState{idx: idx, count: count, has: true}
+		*next = counterState{idx: idx, count: count, has: true}
 	}
 	reset := (idx+1)*p.window - now
 	out := layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: reset}
@@ -165,12 +198,12 @@ func evalFixedWindow(s counterState, p params, now int64, commit bool) (layerOut
 		// the honest earliest moment to try.
 		out.retry = reset
 	}
-	return out, next
+	return out
 }
 
 // evalSlidingCounter weights the previous window by the part of it still
 // inside the sliding window: prev*(W-elapsed)/W + curr.
-func evalSlidingCounter(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
 	idx := now / p.window
 	if s.has && s.idx > idx {
 		idx, now = s.idx, s.idx*p.window
@@ -188,11 +221,10 @@ func evalSlidingCounter(s counterState, p params, now int64, commit bool) (layer
 	w := float64(p.window)
 	est := float64(prev)*float64(p.window-elapsed)/w + float64(curr)
 	ok := est+float64(p.cost) <= float64(p.limit)
-	next := s
 	if ok && commit {
 		curr += p.cost
 		est += float64(p.cost)
-		next = counterState{idx: idx, count: curr, prev: prev, has: true}
+		*next = counterState{idx: idx, count: curr, prev: prev, has: true}
 	}
 	out := layerOut{allowed: ok, remaining: max(0, int64(math.Floor(float64(p.limit)-est)))}
 	switch {
@@ -216,12 +248,12 @@ func evalSlidingCounter(s counterState, p params, now int64, commit bool) (layer
 			out.retry = (idx+1)*p.window - now + e
 		}
 	}
-	return out, next
+	return out
 }
 
 // evalTokenBucket is a token bucket kept as its GCRA equivalent: tat is when
 // the bucket would be full again; tokens = burst - (tat-now)/T, T = W/limit.
-func evalTokenBucket(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
 	t := float64(p.window) / float64(p.limit)
 	n := float64(now)
 	base := n
@@ -232,10 +264,9 @@ func evalTokenBucket(s counterState, p params, now int64, commit bool) (layerOut
 	newTat := base + float64(p.cost)*t
 	ok := newTat-n <= tolerance
 	used := base - n
-	next := s
 	if ok && commit {
 		used = newTat - n
-		next = counterState{tat: newTat, has: true}
+		*next = counterState{tat: newTat, has: true}
 	}
 	out := layerOut{
 		allowed:   ok,
@@ -245,14 +276,14 @@ func evalTokenBucket(s counterState, p params, now int64, commit bool) (layerOut
 	if !ok {
 		out.retry = int64(math.Ceil(newTat - n - tolerance))
 	}
-	return out, next
+	return out
 }
 
 // evalLeakyBucket shapes: tat is the virtual finish time of the queue; a
 // request waits max(tat, now) - now and is admitted while that wait is at
 // most burst*T (burst requests queued ahead of it). In ModeReject the same
 // rule polices without waiting, so up to burst+1 requests pass back to back.
-func evalLeakyBucket(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
+func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
 	t := float64(p.window) / float64(p.limit)
 	n := float64(now)
 	base := n
@@ -263,12 +294,11 @@ func evalLeakyBucket(s counterState, p params, now int64, commit bool) (layerOut
 	wait := base - n
 	ok := wait <= tolerance
 	depth := wait
-	next := s
 	var delay int64
 	if ok && commit {
 		newTat := base + float64(p.cost)*t
 		depth = newTat - n
-		next = counterState{tat: newTat, has: true}
+		*next = counterState{tat: newTat, has: true}
 		delay = int64(math.Ceil(wait))
 	}
 	out := layerOut{
@@ -280,28 +310,30 @@ func evalLeakyBucket(s counterState, p params, now int64, commit bool) (layerOut
 	if !ok {
 		out.retry = int64(math.Ceil(wait - tolerance))
 	}
-	return out, next
+	return out
 }
 
-func evalCounter(s counterState, p params, now int64, commit bool) (layerOut, counterState) {
-	switch p.alg {
-	case FixedWindow:
-		return evalFixedWindow(s, p, now, commit)
-	case SlidingWindowCounter:
-		return evalSlidingCounter(s, p, now, commit)
-	case TokenBucket:
-		return evalTokenBucket(s, p, now, commit)
+// evalCounter evaluates every algorithm but the sliding log over s; when
+// commit is true and the limit admits, it writes the consumed state to next.
+func evalCounter(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
+	switch p.kind {
+	case kindFixedWindow:
+		return evalFixedWindow(s, p, now, commit, next)
+	case kindSlidingCounter:
+		return evalSlidingCounter(s, p, now, commit, next)
+	case kindTokenBucket:
+		return evalTokenBucket(s, p, now, commit, next)
 	default:
-		return evalLeakyBucket(s, p, now, commit)
+		return evalLeakyBucket(s, p, now, commit, next)
 	}
 }
 
 // expiresAt is when a counter state no longer matters, in µs.
-func (s counterState) expiresAt(p params) int64 {
-	switch p.alg {
-	case FixedWindow:
+func (s *counterState) expiresAt(p *params) int64 {
+	switch p.kind {
+	case kindFixedWindow:
 		return (s.idx + 1) * p.window
-	case SlidingWindowCounter:
+	case kindSlidingCounter:
 		return (s.idx + 2) * p.window
 	default:
 		return int64(math.Ceil(s.tat))
@@ -337,7 +369,7 @@ func (r *logRing) live(now, window int64) (sum int64, first int) {
 
 // evalSlidingLog admits when the cost logged in (now-W, now] plus this cost
 // stays within the limit; rejected requests are not logged.
-func evalSlidingLog(r *logRing, p params, now int64, commit bool) layerOut {
+func evalSlidingLog(r *logRing, p *params, now int64, commit bool) layerOut {
 	sum, first := r.live(now, p.window)
 	ok := sum+p.cost <= p.limit
 	newest, hasNewest := int64(0), false

@@ -60,7 +60,7 @@ type subjectState struct {
 
 type limitState struct {
 	name    string
-	alg     Algorithm
+	kind    algKind
 	counter counterState
 	log     logRing
 	expires int64
@@ -140,19 +140,15 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 	if err := validateRequest(req); err != nil {
 		return Decision{}, err
 	}
-	var psBuf [maxInlineLayers]params
-	ps := psBuf[:0]
+	var workBuf [maxInlineLayers]layerWork
+	work := workBuf[:0]
 	for _, l := range req.Limits {
 		p, err := paramsOf(l)
 		if err != nil {
 			return Decision{}, err
 		}
-		ps = append(ps, p)
+		work = append(work, layerWork{p: p})
 	}
-
-	var outBuf [maxInlineLayers]layerOut
-	var nextBuf [maxInlineLayers]counterState
-	outs, nexts := outBuf[:0], nextBuf[:0]
 
 	sh := s.shard(req.Subject)
 	sh.mu.Lock()
@@ -162,25 +158,10 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 	now := nowT.UnixMicro()
 	sub := sh.subjects[req.Subject]
 	allowed := true
-	for i, p := range ps {
-		st := sub.find(req.Limits[i].Name, p.alg)
-		var out layerOut
-		var next counterState
-		if p.alg == SlidingWindowLog {
-			var r *logRing
-			if st != nil {
-				r = &st.log
-			}
-			out = evalSlidingLog(r, p, now, consume)
-		} else {
-			var cs counterState
-			if st != nil {
-				cs = st.counter
-			}
-			out, next = evalCounter(cs, p, now, consume)
-		}
-		outs, nexts = append(outs, out), append(nexts, next)
-		allowed = allowed && out.allowed
+	for i := range work {
+		w := &work[i]
+		w.out = evaluate(sub.find(req.Limits[i].Name, w.p.kind), w, now, consume)
+		allowed = allowed && w.out.allowed
 	}
 	if consume && (allowed || s.usage) {
 		if sub == nil {
@@ -188,27 +169,13 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 			sh.subjects[req.Subject] = sub
 		}
 		if allowed {
-			s.commit(sub, req, ps, nexts, now)
+			s.commit(sub, req, work, now)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
-			for i, p := range ps {
-				if !outs[i].allowed {
-					continue
-				}
-				st := sub.find(req.Limits[i].Name, p.alg)
-				if p.alg == SlidingWindowLog {
-					var r *logRing
-					if st != nil {
-						r = &st.log
-					}
-					outs[i] = evalSlidingLog(r, p, now, false)
-				} else {
-					var cs counterState
-					if st != nil {
-						cs = st.counter
-					}
-					outs[i], _ = evalCounter(cs, p, now, false)
+			for i := range work {
+				if w := &work[i]; w.out.allowed {
+					w.out = evaluate(sub.find(req.Limits[i].Name, w.p.kind), w, now, false)
 				}
 			}
 		}
@@ -223,10 +190,11 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 	sh.mu.Unlock()
 
 	d := Decision{Allowed: allowed, Layers: layers[:0]}
-	for i, out := range outs {
-		d.Layers = append(d.Layers, out.result(req.Limits[i]))
-		if consume && allowed && ps[i].queue {
-			d.Delay = max(d.Delay, micros(out.wait))
+	for i := range work {
+		w := &work[i]
+		d.Layers = append(d.Layers, w.out.result(req.Limits[i]))
+		if consume && allowed && w.p.queue {
+			d.Delay = max(d.Delay, micros(w.out.wait))
 		}
 	}
 	s.metrics.count(allowed)
@@ -235,38 +203,71 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 
 // commit writes the consumed state of every layer and drops limit state
 // that no longer matters (a limit renamed or removed from the plan).
-func (s *MemoryStore) commit(sub *subjectState, req Request, ps []params, nexts []counterState, now int64) {
-	for i, p := range ps {
-		st := sub.find(req.Limits[i].Name, p.alg)
+func (s *MemoryStore) commit(sub *subjectState, req Request, work []layerWork, now int64) {
+	for i := range work {
+		w := &work[i]
+		st := sub.find(req.Limits[i].Name, w.p.kind)
 		if st == nil {
-			sub.limits = append(sub.limits, limitState{name: req.Limits[i].Name, alg: p.alg})
+			sub.limits = append(sub.limits, limitState{name: req.Limits[i].Name, kind: w.p.kind})
 			st = &sub.limits[len(sub.limits)-1]
 		}
-		if p.alg == SlidingWindowLog {
-			st.log.commit(now, p.window, p.cost)
-			st.expires = now + p.window
+		if w.p.kind == kindSlidingLog {
+			st.log.commit(now, w.p.window, w.p.cost)
+			st.expires = now + w.p.window
 		} else {
-			st.counter = nexts[i]
-			st.expires = nexts[i].expiresAt(p)
+			st.counter = w.next
+			st.expires = w.next.expiresAt(&w.p)
 		}
 	}
-	kept := sub.limits[:0]
-	for _, st := range sub.limits {
-		if st.expires > now {
-			kept = append(kept, st)
+	stale := false
+	for i := range sub.limits {
+		if st := &sub.limits[i]; st.expires > now {
 			sub.expires = max(sub.expires, st.expires)
+		} else {
+			stale = true
 		}
 	}
-	clear(sub.limits[len(kept):])
-	sub.limits = kept
+	if stale {
+		kept := sub.limits[:0]
+		for _, st := range sub.limits {
+			if st.expires > now {
+				kept = append(kept, st)
+			}
+		}
+		clear(sub.limits[len(kept):])
+		sub.limits = kept
+	}
 }
 
-func (sub *subjectState) find(name string, alg Algorithm) *limitState {
+// layerWork is one layer's scratch space during a decision.
+type layerWork struct {
+	p    params
+	out  layerOut
+	next counterState
+}
+
+// evaluate runs one layer's algorithm over its stored state (st may be nil).
+func evaluate(st *limitState, w *layerWork, now int64, commit bool) layerOut {
+	if w.p.kind == kindSlidingLog {
+		var r *logRing
+		if st != nil {
+			r = &st.log
+		}
+		return evalSlidingLog(r, &w.p, now, commit)
+	}
+	if st == nil {
+		var none counterState
+		return evalCounter(&none, &w.p, now, commit, &w.next)
+	}
+	return evalCounter(&st.counter, &w.p, now, commit, &w.next)
+}
+
+func (sub *subjectState) find(name string, kind algKind) *limitState {
 	if sub == nil {
 		return nil
 	}
 	for i := range sub.limits {
-		if sub.limits[i].name == name && sub.limits[i].alg == alg {
+		if sub.limits[i].name == name && sub.limits[i].kind == kind {
 			return &sub.limits[i]
 		}
 	}

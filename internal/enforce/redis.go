@@ -241,9 +241,9 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 		if err != nil {
 			return nil, err
 		}
-		code := algorithmCode(p.alg)
+		code := p.kind.code()
 		k := tag + l.Name + ":" + code
-		if p.alg == SlidingWindowLog {
+		if p.kind == kindSlidingLog {
 			keys = append(keys, k, k+":m")
 		} else {
 			keys = append(keys, k, k)
