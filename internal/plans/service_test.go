@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -423,4 +424,55 @@ func TestLimitEnforce(t *testing.T) {
 	if in := l.Input().Enforce("pro"); in != want {
 		t.Fatalf("Input().Enforce = %+v, want %+v", in, want)
 	}
+}
+
+func TestConcurrentEditsOneWins(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	p := mustCreate(t, s, validPlan())
+	const editors = 8
+	errs := make(chan error, editors)
+	for i := range editors {
+		go func() {
+			in := p.Input()
+			in.Name = "Editor " + strconv.Itoa(i)
+			_, err := s.Update(ctx, actor, p.ID, p.Version, in)
+			errs <- err
+		}()
+	}
+	won, conflicts := 0, 0
+	for range editors {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case errors.Is(err, plans.ErrConflict):
+			conflicts++
+		default:
+			t.Fatalf("Update: %v", err)
+		}
+	}
+	got, _ := s.Get(ctx, p.ID)
+	if won != 1 || conflicts != editors-1 || got.Version != 2 {
+		t.Fatalf("%d won, %d conflicts, version %d; want 1, %d, 2", won, conflicts, got.Version, editors-1)
+	}
+}
+
+func ExampleValidate() {
+	in := plans.PlanInput{Slug: "Pro Plan", Name: "Pro", Limits: []plans.LimitInput{
+		{Name: "search", Route: "GET /api/search", Algorithm: "token_bucket", Limit: 10, WindowSeconds: 0, Burst: 20},
+		{Name: "search", Route: "GET /api/nope", Algorithm: "fixed_window", Mode: "queue", Limit: 5, WindowSeconds: 60},
+	}}
+	err := plans.Validate(in, []string{"GET /api/search"})
+	var ve *plans.ValidationError
+	if errors.As(err, &ve) {
+		for _, f := range ve.Fields {
+			fmt.Println(f.Field)
+		}
+	}
+	// Output:
+	// slug
+	// limits[0].window_seconds
+	// limits[1].route
+	// limits[1].mode
+	// limits[1].name
 }
