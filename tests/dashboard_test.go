@@ -162,3 +162,54 @@ func TestDashboardLiveView(t *testing.T) {
 	}
 	screenshot(t, ctx, "live-view")
 }
+
+// TestDashboardFirstLoadBytes measures the JavaScript and CSS a first page
+// load fetches (compressed bytes on the wire, from the browser's resource
+// timing), and checks the next page takes them from the cache.
+func TestDashboardFirstLoadBytes(t *testing.T) {
+	p := startPortal(t)
+	ctx := browser(t, 60*time.Second)
+	type resource struct {
+		Name    string  `json:"name"`
+		Kind    string  `json:"kind"`
+		Encoded float64 `json:"encoded"`
+		Decoded float64 `json:"decoded"`
+		Wire    float64 `json:"wire"`
+	}
+	const read = `performance.getEntriesByType('resource')
+		.filter(e => e.initiatorType === 'script' || e.initiatorType === 'link')
+		.map(e => ({name: e.name, kind: e.initiatorType, encoded: e.encodedBodySize, decoded: e.decodedBodySize, wire: e.transferSize}))`
+	do(t, ctx, "first load", chromedp.Navigate(p.URL+"/signin"), chromedp.WaitVisible(tid("signin-form")))
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[[]resource](read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var encoded, decoded float64
+	for _, r := range first {
+		encoded += r.Encoded
+		decoded += r.Decoded
+		if r.Wire == 0 {
+			t.Errorf("%s came from a cache on the first load", r.Name)
+		}
+	}
+	if len(first) != 2 {
+		t.Fatalf("first load fetched %d scripts and stylesheets, want 2 (htmx and the CSS): %+v", len(first), first)
+	}
+	t.Logf("first page load: JS+CSS %.0f bytes compressed (%.0f uncompressed) in %d files", encoded, decoded, len(first))
+	if encoded > 24*1024 {
+		t.Errorf("first load fetches %.0f bytes of JS+CSS, over the 24 KiB budget", encoded)
+	}
+	signIn(t, ctx, p.URL, operatorEmail)
+	next, err := chromedp.Run(ctx, chromedp.Evaluate[[]resource](read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next) != 2 {
+		t.Fatalf("next page used %d scripts and stylesheets, want 2: %+v", len(next), next)
+	}
+	for _, r := range next {
+		if r.Wire != 0 {
+			t.Errorf("%s fetched again (%.0f bytes) on the next page", r.Name, r.Wire)
+		}
+	}
+}

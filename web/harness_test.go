@@ -38,7 +38,7 @@ const (
 
 // env is one UI over a fresh database and memory store.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	pool     *pgxpool.Pool
 	plans    *plans.Service
@@ -55,7 +55,11 @@ type healthSwitch struct{ err error }
 
 func (h *healthSwitch) check(context.Context) error { return h.err }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with a chance to change the UI's dependencies (a
+// clock, say) before the server is built.
+func newEnvWith(t testing.TB, change func(*web.Deps)) *env {
 	t.Helper()
 	ctx := context.Background()
 	pool := testenv.Postgres(t)
@@ -76,7 +80,7 @@ func newEnv(t *testing.T) *env {
 	if e.dev, err = e.users.Create(ctx, users.NewUser{Email: developerEmail, Password: testPassword, Role: users.RoleDeveloper}); err != nil {
 		t.Fatalf("create developer: %v", err)
 	}
-	ui := web.New(web.Deps{
+	deps := web.Deps{
 		Logger:         logger,
 		SessionSecret:  []byte("0123456789abcdef0123456789abcdef-test"),
 		Users:          e.users,
@@ -87,7 +91,11 @@ func newEnv(t *testing.T) *env {
 		Usage:          e.store,
 		Health:         []web.HealthCheck{{Name: "Redis", Check: e.health.check}},
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-	})
+	}
+	if change != nil {
+		change(&deps)
+	}
+	ui := web.New(deps)
 	e.srv = httptest.NewServer(ui)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -127,7 +135,7 @@ type response struct {
 
 // doc parses the body. An htmx fragment is parsed as the content of a
 // <template>, as htmx does, so that rows and table bodies survive parsing.
-func (r response) doc(t *testing.T) *goquery.Document {
+func (r response) doc(t testing.TB) *goquery.Document {
 	t.Helper()
 	if strings.HasPrefix(strings.TrimSpace(r.body), "<!doctype") || strings.HasPrefix(strings.TrimSpace(r.body), "<!DOCTYPE") {
 		d, err := goquery.NewDocumentFromReader(strings.NewReader(r.body))

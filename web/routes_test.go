@@ -1,11 +1,16 @@
 package web_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/static"
 )
 
 // TestOperatorRoutesCheckTheRole walks every operator route as an anonymous
@@ -109,6 +114,48 @@ func TestHomeSendsEachRoleToItsPlace(t *testing.T) {
 			res := tt.c.get("/", nil)
 			if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != tt.want {
 				t.Errorf("status %d Location %q, want 303 %q", res.StatusCode, res.Header.Get("Location"), tt.want)
+			}
+		})
+	}
+}
+
+func TestStaticAssetsAreCompressedOnRequest(t *testing.T) {
+	e := newEnv(t)
+	c := e.anonymous()
+	plain, err := static.FS.ReadFile(static.HTMX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, accept, wantEncoding string
+	}{
+		{"Gzip", "gzip, deflate, br", "gzip"},
+		{"Identity", "identity", ""},
+		{"GzipRefused", "gzip;q=0", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := c.get("/static/"+static.HTMX, http.Header{"Accept-Encoding": {tt.accept}})
+			if got := res.Header.Get("Content-Encoding"); got != tt.wantEncoding {
+				t.Fatalf("Content-Encoding %q, want %q", got, tt.wantEncoding)
+			}
+			body := []byte(res.body)
+			if tt.wantEncoding == "gzip" {
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Fatal(err)
+				}
+				if len(res.body) >= len(plain)/2 {
+					t.Errorf("gzipped %d bytes of %d", len(res.body), len(plain))
+				}
+			}
+			if !bytes.Equal(body, plain) {
+				t.Errorf("body differs from the embedded file (%d vs %d bytes)", len(body), len(plain))
+			}
+			if !strings.Contains(res.Header.Get("Vary"), "Accept-Encoding") {
+				t.Errorf("Vary %q", res.Header.Get("Vary"))
 			}
 		})
 	}
