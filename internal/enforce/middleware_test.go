@@ -3,6 +3,7 @@ package enforce_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -694,4 +695,35 @@ func findSeries(t *testing.T, reg *prometheus.Registry, name string, labels map[
 		}
 	}
 	return nil
+}
+
+// brokenResolver fails the way an unloaded snapshot does: an error that is
+// not ErrInvalidKey.
+type brokenResolver struct{ mwResolver }
+
+func (brokenResolver) ResolveKey(string) (enforce.Caller, error) {
+	return enforce.Caller{}, errors.New("snapshot not loaded")
+}
+
+func TestMiddlewareResolverFailureIs503NotAnonymous(t *testing.T) {
+	res := &brokenResolver{}
+	store := enforce.NewMemoryStore(enforce.MemoryOptions{})
+	mw := enforce.NewMiddleware(store, res, enforce.MiddlewareOptions{})
+	ran := false
+	h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+	r := httptest.NewRequest("GET", "/api/items/1", nil)
+	r.Header.Set("X-API-Key", "sk_perhaps_valid")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	raw := w.Body.String()
+	var body enforce.ErrorBody
+	if err := json.Unmarshal([]byte(raw), &body); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != http.StatusServiceUnavailable || body.Error != "identity_unavailable" || ran || res.anonCalls.Load() != 0 {
+		t.Errorf("status %d body %+v handler ran %v anonymous calls %d", w.Code, body, ran, res.anonCalls.Load())
+	}
+	if strings.Contains(raw, "snapshot") {
+		t.Errorf("internal error text leaked: %s", raw)
+	}
 }
