@@ -1,0 +1,352 @@
+// Package docs generates the developer documentation of rate limits from the
+// plans themselves, so the docs cannot drift from what is enforced: one Model
+// built by Build, rendered as HTML (views/docs.templ), Markdown (Markdown) and
+// an OpenAPI 3.1 document of the sample API (OpenAPI).
+//
+// The example headers and bodies are not written by hand either: Build runs
+// each plan's limits through the real enforcement middleware, over an
+// in-memory store on a fixed clock, and records what it answers.
+package docs
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
+)
+
+// Options configures Build.
+type Options struct {
+	// BaseURL is where the API is served, e.g. "https://api.example.com",
+	// used in curl examples and the OpenAPI servers list ("" means
+	// "http://localhost:8080").
+	BaseURL string
+	// YourPlan is the slug of the signed-in developer's plan, shown first
+	// and marked; "" for a visitor.
+	YourPlan string
+	// Now is the moment the examples are computed at (zero means
+	// 2026-01-01T00:00:00Z, so that output is stable); its Unix time appears in
+	// the example X-RateLimit-Reset headers.
+	Now time.Time
+}
+
+// Model is everything the docs say, in the order they say it.
+type Model struct {
+	BaseURL string
+	// Plans are the plans compared: every public plan, and the caller's own
+	// plan even when it is not public, the caller's first.
+	Plans []PlanDoc
+	// Your is the caller's plan, nil for a visitor or when YourPlan names no
+	// plan.
+	Your *PlanDoc
+	// Endpoints are the sample API's operations, each with every compared
+	// plan's limits on it.
+	Endpoints []EndpointDoc
+	// Status describes GET /api/rate-limit-status with an example answer.
+	Status StatusDoc
+	// Algorithms explains each algorithm any compared plan uses, in the
+	// order of enforce.Algorithms.
+	Algorithms []AlgorithmDoc
+}
+
+// PlanDoc is one plan as the docs show it.
+type PlanDoc struct {
+	Slug, Name, Description string
+	IsDefault, IsAnonymous  bool
+	// Yours marks the signed-in developer's plan.
+	Yours bool
+	// Global are the plan-wide limits: they apply to every request.
+	Global []LimitDoc
+}
+
+// EndpointDoc is one operation with its limits under every compared plan.
+type EndpointDoc struct {
+	Endpoint
+	// Plans holds one entry per Model.Plans entry, in the same order.
+	Plans []EndpointPlan
+	// Curl is a curl command calling the endpoint with a key.
+	Curl string
+}
+
+// EndpointPlan is what one plan allows on one endpoint.
+type EndpointPlan struct {
+	Plan string // slug
+	// Yours marks the signed-in developer's plan.
+	Yours bool
+	// Limits are the limits a request to the endpoint spends: the endpoint's
+	// tiers first, then the plan-wide limits.
+	Limits []LimitDoc
+	// Examples are real responses of the middleware under these limits;
+	// nil for an endpoint without limits.
+	Examples *Examples
+}
+
+// LimitDoc is one limit in the docs' words.
+type LimitDoc struct {
+	// Policy is the name in RateLimit-Policy and the 429 body, e.g. "pro-search".
+	Policy    string
+	Route     string
+	Algorithm enforce.Algorithm
+	Mode      enforce.Mode
+	Limit     int64
+	Window    time.Duration
+	Burst     int64
+	Cost      int64
+	// Rate reads "100 per minute"; with a cost above 1 it says how many
+	// requests that is.
+	Rate string
+	// WindowText reads "minute", "5 minutes".
+	WindowText string
+	// Explanation says in plain words how the algorithm treats you, with
+	// this limit's numbers, including what a burst does.
+	Explanation string
+	// OverLimit says what you get past the limit in this limit's mode.
+	OverLimit string
+}
+
+// AlgorithmDoc explains one algorithm in general.
+type AlgorithmDoc struct {
+	Algorithm enforce.Algorithm
+	Title     string
+	Text      string
+}
+
+// StatusDoc describes the status endpoint with an example answer for the
+// first compared plan.
+type StatusDoc struct {
+	Curl    string
+	Example Response
+}
+
+// Build turns plans into the docs model. Plans that are neither public nor
+// the caller's are left out.
+func Build(all []plans.Plan, opts Options) (Model, error) {
+	if opts.BaseURL == "" {
+		opts.BaseURL = "http://localhost:8080"
+	}
+	if opts.Now.IsZero() {
+		opts.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	m := Model{BaseURL: opts.BaseURL}
+	var shown []plans.Plan
+	for _, p := range all {
+		if p.IsPublic || (opts.YourPlan != "" && p.Slug == opts.YourPlan) {
+			shown = append(shown, p)
+		}
+	}
+	// The caller's plan first; otherwise keep the operators' order.
+	slices.SortStableFunc(shown, func(a, b plans.Plan) int {
+		return boolRank(b.Slug == opts.YourPlan && opts.YourPlan != "") - boolRank(a.Slug == opts.YourPlan && opts.YourPlan != "")
+	})
+	used := map[enforce.Algorithm]bool{}
+	for _, p := range shown {
+		pd := PlanDoc{Slug: p.Slug, Name: p.Name, Description: p.Description,
+			IsDefault: p.IsDefault, IsAnonymous: p.IsAnonymous, Yours: opts.YourPlan != "" && p.Slug == opts.YourPlan}
+		for _, l := range p.Limits {
+			used[l.Algorithm] = true
+			if l.Route == "" {
+				pd.Global = append(pd.Global, limitDoc(p.Slug, l))
+			}
+		}
+		m.Plans = append(m.Plans, pd)
+	}
+	for i := range m.Plans {
+		if m.Plans[i].Yours {
+			m.Your = &m.Plans[i]
+		}
+	}
+	for _, a := range enforce.Algorithms {
+		if used[a] {
+			m.Algorithms = append(m.Algorithms, algorithmDoc(a))
+		}
+	}
+	for _, e := range SampleAPI() {
+		ed := EndpointDoc{Endpoint: e, Curl: curl(opts.BaseURL, e)}
+		for _, p := range shown {
+			ep := EndpointPlan{Plan: p.Slug, Yours: opts.YourPlan != "" && p.Slug == opts.YourPlan}
+			if e.Limited {
+				for _, l := range p.Limits {
+					if l.Route == e.Route {
+						ep.Limits = append(ep.Limits, limitDoc(p.Slug, l))
+					}
+				}
+				for _, l := range p.Limits {
+					if l.Route == "" {
+						ep.Limits = append(ep.Limits, limitDoc(p.Slug, l))
+					}
+				}
+				if len(ep.Limits) > 0 {
+					ex, err := examples(p, e, opts.Now)
+					if err != nil {
+						return Model{}, fmt.Errorf("docs: examples of plan %s on %s: %w", p.Slug, e.Route, err)
+					}
+					ep.Examples = &ex
+				}
+			}
+			ed.Plans = append(ed.Plans, ep)
+		}
+		m.Endpoints = append(m.Endpoints, ed)
+	}
+	m.Status.Curl = curl(opts.BaseURL, SampleAPI()[len(SampleAPI())-1])
+	if len(shown) > 0 {
+		st, err := statusExample(shown[0], opts.Now)
+		if err != nil {
+			return Model{}, fmt.Errorf("docs: status example of plan %s: %w", shown[0].Slug, err)
+		}
+		m.Status.Example = st
+	}
+	return m, nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func limitDoc(planSlug string, l plans.Limit) LimitDoc {
+	cost := max(l.Cost, 1)
+	mode := l.Mode
+	if mode == "" {
+		mode = enforce.ModeReject
+	}
+	d := LimitDoc{
+		Policy: plans.PolicyName(planSlug, l.Name), Route: l.Route, Algorithm: l.Algorithm, Mode: mode,
+		Limit: l.Limit, Window: l.Window, Burst: l.Burst, Cost: cost, WindowText: windowText(l.Window),
+	}
+	d.Rate = fmt.Sprintf("%d per %s", l.Limit, d.WindowText)
+	if cost > 1 {
+		d.Rate += fmt.Sprintf(" (each request costs %d: %d requests)", cost, l.Limit/cost)
+	}
+	d.Explanation = explain(d)
+	d.OverLimit = overLimit(d)
+	return d
+}
+
+// windowText names a window the way people say it.
+func windowText(w time.Duration) string {
+	switch {
+	case w == time.Second:
+		return "second"
+	case w == time.Minute:
+		return "minute"
+	case w == time.Hour:
+		return "hour"
+	case w == 24*time.Hour:
+		return "day"
+	case w%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(w/(24*time.Hour)), 10) + " days"
+	case w%time.Hour == 0:
+		return strconv.FormatInt(int64(w/time.Hour), 10) + " hours"
+	case w%time.Minute == 0:
+		return strconv.FormatInt(int64(w/time.Minute), 10) + " minutes"
+	default:
+		return strconv.FormatInt(int64((w+time.Second-1)/time.Second), 10) + " seconds"
+	}
+}
+
+// interval is the steady spacing limit/window gives one request of the
+// limit's cost, in words.
+func interval(d LimitDoc) string {
+	per := d.Window * time.Duration(d.Cost) / time.Duration(max(d.Limit, 1))
+	if per < time.Second {
+		return per.Round(time.Millisecond).String()
+	}
+	return per.Round(100 * time.Millisecond).String()
+}
+
+func explain(d LimitDoc) string {
+	n := d.Limit / d.Cost
+	switch d.Algorithm {
+	case enforce.FixedWindow:
+		return fmt.Sprintf("Counts your requests in fixed windows of one %s that start on the clock. "+
+			"You may send all %d at once; once they are spent, every request is refused until the "+
+			"window ends, then the count starts over. Bursting at the end of one window and the "+
+			"start of the next can pass up to %d within a moment, followed by a full window's wait.",
+			d.WindowText, n, 2*n)
+	case enforce.SlidingWindowLog:
+		return fmt.Sprintf("Counts exactly the requests admitted during the last %s. You may send "+
+			"%d at once, but each one frees its slot exactly one %s after it was admitted: after a "+
+			"burst of %d you wait a full %s for the first slot, so spreading requests out keeps "+
+			"slots coming back steadily. Refused requests do not count.",
+			d.WindowText, n, d.WindowText, n, d.WindowText)
+	case enforce.SlidingWindowCounter:
+		return fmt.Sprintf("Estimates your requests of the last %s from this window's count plus "+
+			"the previous window's, weighted by how much of it still overlaps. You may burst up to "+
+			"%d; the allowance then returns gradually as the previous window's share fades, rather "+
+			"than all at once on the clock.", d.WindowText, n)
+	case enforce.TokenBucket:
+		capacity := d.Burst
+		if capacity == 0 {
+			capacity = d.Limit
+		}
+		return fmt.Sprintf("A bucket holding up to %d tokens, refilled at %d per %s (one every %s); "+
+			"each request takes %d. A full bucket lets a burst of %d requests through at once; "+
+			"after that you get one request every %s, and pausing refills the bucket for the next burst.",
+			capacity, d.Limit, d.WindowText, interval(LimitDoc{Limit: d.Limit, Window: d.Window, Cost: 1}),
+			d.Cost, capacity/d.Cost, interval(d))
+	case enforce.LeakyBucket:
+		if d.Mode == enforce.ModeQueue {
+			return fmt.Sprintf("Requests leave a queue at a steady %d per %s (one every %s). A burst "+
+				"is not refused but delayed: up to %d requests may wait their turn (the wait is in "+
+				"Sluice-Queue-Delay-Ms), and a request arriving to a full queue is refused. Sending "+
+				"one request every %s never waits.", d.Limit, d.WindowText, interval(d), d.Burst, interval(d))
+		}
+		return fmt.Sprintf("Requests are admitted at a steady %d per %s (one every %s), with a "+
+			"tolerance of %d extra: a burst of up to %d passes back to back, then you get one request "+
+			"every %s. There are no windows to wait for; the allowance returns one request at a time.",
+			d.Limit, d.WindowText, interval(d), d.Burst, d.Burst+1, interval(d))
+	}
+	return "Unknown algorithm " + string(d.Algorithm) + "."
+}
+
+func overLimit(d LimitDoc) string {
+	switch d.Mode {
+	case enforce.ModeQueue:
+		return "Queued: you wait your turn (for reports, the job waits and you get 202 at once); " +
+			"past the queue, 429 with Retry-After."
+	case enforce.ModeDegrade:
+		return "Degraded: 200 with a cached or reduced answer, marked with the Sluice-Degraded header."
+	}
+	return "Refused: 429 Too Many Requests with Retry-After and a JSON body."
+}
+
+func algorithmDoc(a enforce.Algorithm) AlgorithmDoc {
+	switch a {
+	case enforce.FixedWindow:
+		return AlgorithmDoc{a, "Fixed window", "A counter per window of the clock (each minute from :00, say). " +
+			"Simple and predictable: you know exactly when it resets (X-RateLimit-Reset). Bursts at a " +
+			"window boundary can briefly pass twice the limit."}
+	case enforce.SlidingWindowLog:
+		return AlgorithmDoc{a, "Sliding window (log)", "The exact number of requests admitted in the " +
+			"last window, however you align it. No boundary effects; each admitted request frees its " +
+			"slot one window later."}
+	case enforce.SlidingWindowCounter:
+		return AlgorithmDoc{a, "Sliding window (counter)", "An estimate of the last window from two " +
+			"fixed windows, weighting the previous one by its overlap. Smooth like the log, cheap like " +
+			"the fixed window."}
+	case enforce.TokenBucket:
+		return AlgorithmDoc{a, "Token bucket", "Tokens refill at a steady rate up to the burst size; " +
+			"each request spends its cost. Allows short bursts up to the bucket size, then the refill rate."}
+	case enforce.LeakyBucket:
+		return AlgorithmDoc{a, "Leaky bucket", "Requests drain at a steady rate. In queue mode a burst " +
+			"waits its turn (traffic shaping) instead of being refused; when the queue is full, 429."}
+	}
+	return AlgorithmDoc{a, string(a), ""}
+}
+
+func curl(base string, e Endpoint) string {
+	cmd := "curl -i"
+	if e.Method != "GET" {
+		cmd += " -X " + e.Method
+	}
+	cmd += ` -H "Authorization: Bearer $SLUICE_KEY"`
+	if e.ExampleBody != "" {
+		cmd += ` -H "Content-Type: application/json" -d '` + e.ExampleBody + `'`
+	}
+	return cmd + ` "` + base + e.ExamplePath + `"`
+}

@@ -1,0 +1,152 @@
+package docs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/sampleapi"
+)
+
+// maxDrain bounds the requests sent to reach an over-limit example; a limit
+// allowing more in one go (a large plan-wide quota) shows no 429 example.
+const maxDrain = 20000
+
+// Response is one answer recorded from the middleware.
+type Response struct {
+	Status int
+	// Headers are the rate-limit headers, in a fixed order.
+	Headers []Header
+	// Body is the JSON body, indented; "" when the middleware wrote none.
+	Body string
+}
+
+// Header is one response header.
+type Header struct{ Name, Value string }
+
+// Examples are real answers of the enforcement middleware for one plan on
+// one endpoint, with the counters starting empty.
+type Examples struct {
+	// First answers the first request.
+	First Response
+	// Over is the first answer that was not a plain admission (queued,
+	// degraded or refused), sent after OverAfter admitted requests; nil when
+	// none came within the bound.
+	Over      *Response
+	OverAfter int
+	// Rejected is the first 429, after RejectedAfter requests; nil when none
+	// came within the bound.
+	Rejected      *Response
+	RejectedAfter int
+}
+
+// shownHeaders are the headers examples record, in this order.
+var shownHeaders = []string{
+	"Content-Type", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+	"RateLimit-Policy", "RateLimit", "Retry-After", enforce.HeaderDegraded, enforce.HeaderQueueDelay,
+}
+
+// rig is the middleware over a fresh memory store on a frozen clock, with
+// one caller holding one plan's limits.
+type rig struct{ mux *http.ServeMux }
+
+func newRig(p plans.Plan, now time.Time) (*rig, *enforce.Middleware) {
+	clock := func() time.Time { return now }
+	limits := make([]enforce.Limit, len(p.Limits))
+	for i, l := range p.Limits {
+		limits[i] = l.Enforce(p.Slug)
+	}
+	caller := enforce.Caller{Subject: "key:example", KeyID: 1, UserID: 1, Plan: p.Slug, Limits: limits}
+	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: clock, DisableUsage: true})
+	mw := enforce.NewMiddleware(store, fixedCaller{caller}, enforce.MiddlewareOptions{Now: clock})
+	return &rig{mux: http.NewServeMux()}, mw
+}
+
+func (r *rig) do(e Endpoint) Response {
+	var body *strings.Reader
+	if e.ExampleBody != "" {
+		body = strings.NewReader(e.ExampleBody)
+	} else {
+		body = strings.NewReader("")
+	}
+	req := httptest.NewRequestWithContext(context.Background(), e.Method, e.ExamplePath, body)
+	req.Header.Set("Authorization", "Bearer sk_example")
+	rec := httptest.NewRecorder()
+	r.mux.ServeHTTP(rec, req)
+	resp := Response{Status: rec.Code}
+	for _, name := range shownHeaders {
+		if v := rec.Header().Get(name); v != "" {
+			resp.Headers = append(resp.Headers, Header{name, v})
+		}
+	}
+	if b := rec.Body.Bytes(); len(b) > 0 && json.Valid(b) {
+		var out bytes.Buffer
+		if json.Indent(&out, b, "", "  ") == nil {
+			resp.Body = strings.TrimSpace(out.String())
+		}
+	}
+	return resp
+}
+
+// examples records plan p's answers on endpoint e: the first request, and
+// requests repeated until the first non-plain and the first refused answer.
+func examples(p plans.Plan, e Endpoint, now time.Time) (Examples, error) {
+	r, mw := newRig(p, now)
+	// WrapAsync: a queued request reports its delay instead of sleeping on a
+	// frozen clock.
+	r.mux.Handle(e.Route, mw.WrapAsync(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(e.Status)
+	})))
+	var ex Examples
+	ex.First = r.do(e)
+	if ex.First.Status != e.Status {
+		return Examples{}, fmt.Errorf("first request answered %d, want %d", ex.First.Status, e.Status)
+	}
+	for i := 1; i < maxDrain; i++ {
+		resp := r.do(e)
+		plain := resp.Status == e.Status && header(resp, enforce.HeaderDegraded) == "" &&
+			header(resp, enforce.HeaderQueueDelay) == ""
+		if !plain && ex.Over == nil {
+			ex.Over, ex.OverAfter = &resp, i
+		}
+		if resp.Status == http.StatusTooManyRequests {
+			ex.Rejected, ex.RejectedAfter = &resp, i
+			break
+		}
+	}
+	return ex, nil
+}
+
+// statusExample is plan p's answer from GET /api/rate-limit-status, fresh.
+func statusExample(p plans.Plan, now time.Time) (Response, error) {
+	r, mw := newRig(p, now)
+	r.mux.Handle(sampleapi.RouteStatus, mw.StatusHandler())
+	resp := r.do(Endpoint{Method: "GET", ExamplePath: "/api/rate-limit-status"})
+	if resp.Status != http.StatusOK {
+		return Response{}, fmt.Errorf("status endpoint answered %d", resp.Status)
+	}
+	return resp, nil
+}
+
+func header(r Response, name string) string {
+	for _, h := range r.Headers {
+		if h.Name == name {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// fixedCaller resolves every request to one caller.
+type fixedCaller struct{ c enforce.Caller }
+
+func (f fixedCaller) ResolveKey(string) (enforce.Caller, error) { return f.c, nil }
+func (f fixedCaller) Anonymous(netip.Addr) enforce.Caller       { return f.c }
