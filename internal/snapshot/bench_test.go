@@ -22,31 +22,7 @@ const benchKeys = 10_000
 // ./internal/snapshot): about 330 ns/op, 0 B/op, 0 allocs/op serial, and
 // about 190 ns/op with -cpu 2 in parallel.
 func BenchmarkResolveKey(b *testing.B) {
-	f := newFixture(b)
-	ctx := context.Background()
-	secrets := make([]string, benchKeys)
-	rows := make([][]any, benchKeys)
-	for i := range secrets {
-		secrets[i] = mustGenerate(b)
-		h := apikeys.Hash(secrets[i])
-		rows[i] = []any{h[:], apikeys.PrefixOf(secrets[i])}
-	}
-	// Bulk-insert: one key row per secret through SQL, then the secrets by COPY.
-	if _, err := f.pool.Exec(ctx, `INSERT INTO api_keys (user_id, name) SELECT $1, 'k' || g FROM generate_series(1, $2) g`,
-		f.dev, benchKeys); err != nil {
-		b.Fatal(err)
-	}
-	var first int64
-	if err := f.pool.QueryRow(ctx, `SELECT min(id) FROM api_keys`).Scan(&first); err != nil {
-		b.Fatal(err)
-	}
-	for i := range rows {
-		rows[i] = append([]any{first + int64(i)}, rows[i]...)
-	}
-	if _, err := f.pool.CopyFrom(ctx, pgx.Identifier{"api_key_secrets"}, []string{"key_id", "hash", "prefix"},
-		pgx.CopyFromRows(rows)); err != nil {
-		b.Fatal(err)
-	}
+	f, secrets := benchFixture(b)
 	h := f.holder(b, snapshot.Options{})
 	if n := h.Current().Keys(); n != benchKeys {
 		b.Fatalf("snapshot holds %d keys, want %d", n, benchKeys)
@@ -82,4 +58,48 @@ func BenchmarkResolveKey(b *testing.B) {
 			_ = h.Anonymous(ip)
 		}
 	})
+}
+
+// BenchmarkLoad measures one snapshot rebuild (what every instance does on
+// each burst of changes) with benchKeys keys.
+func BenchmarkLoad(b *testing.B) {
+	f, _ := benchFixture(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := snapshot.Load(ctx, f.pool); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchFixture is a database with benchKeys keys, and their secrets.
+func benchFixture(b *testing.B) (*fixture, []string) {
+	b.Helper()
+	f := newFixture(b)
+	ctx := context.Background()
+	secrets := make([]string, benchKeys)
+	rows := make([][]any, benchKeys)
+	for i := range secrets {
+		secrets[i] = mustGenerate(b)
+		h := apikeys.Hash(secrets[i])
+		rows[i] = []any{h[:], apikeys.PrefixOf(secrets[i])}
+	}
+	// Bulk-insert: one key row per secret through SQL, then the secrets by COPY.
+	if _, err := f.pool.Exec(ctx, `INSERT INTO api_keys (user_id, name) SELECT $1, 'k' || g FROM generate_series(1, $2) g`,
+		f.dev, benchKeys); err != nil {
+		b.Fatal(err)
+	}
+	var first int64
+	if err := f.pool.QueryRow(ctx, `SELECT min(id) FROM api_keys`).Scan(&first); err != nil {
+		b.Fatal(err)
+	}
+	for i := range rows {
+		rows[i] = append([]any{first + int64(i)}, rows[i]...)
+	}
+	if _, err := f.pool.CopyFrom(ctx, pgx.Identifier{"api_key_secrets"}, []string{"key_id", "hash", "prefix"},
+		pgx.CopyFromRows(rows)); err != nil {
+		b.Fatal(err)
+	}
+	return f, secrets
 }
