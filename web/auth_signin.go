@@ -90,33 +90,33 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 // signInAllowed spends one attempt from the address's and the account's
-// budgets in one atomic decision, and says how long to wait when either is
-// spent.
+// budgets, and says how long to wait when either is spent. When the shared
+// store is unreachable the attempt is counted in this instance's memory
+// instead: the form stays usable (an operator must be able to sign in to see
+// what is down) and guessing stays limited.
 func (s *Server) signInAllowed(r *http.Request, email string) (time.Duration, error) {
 	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
 	// The account's counter is named by a hash, so email addresses do not
 	// sit in Redis key names.
 	sum := sha256.Sum256([]byte(strings.ToLower(email)))
-	ctx := r.Context()
-	ipDecision, err := s.deps.Limiter.Allow(ctx, enforce.Request{
-		Subject: "signin:ip:" + ip.String(), Route: "POST /signin",
-		Limits: []enforce.Limit{signInPerIP},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sign-in limit by address: %w", err)
+	checks := []enforce.Request{
+		{Subject: "signin:ip:" + ip.String(), Route: "POST /signin", Limits: []enforce.Limit{signInPerIP}},
+		{Subject: "signin:acct:" + hex.EncodeToString(sum[:12]), Route: "POST /signin", Limits: []enforce.Limit{signInPerAccount}},
 	}
-	if !ipDecision.Allowed {
-		return ipDecision.Binding().RetryAfter, nil
-	}
-	acctDecision, err := s.deps.Limiter.Allow(ctx, enforce.Request{
-		Subject: "signin:acct:" + hex.EncodeToString(sum[:12]), Route: "POST /signin",
-		Limits: []enforce.Limit{signInPerAccount},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sign-in limit by account: %w", err)
-	}
-	if !acctDecision.Allowed {
-		return acctDecision.Binding().RetryAfter, nil
+	for _, req := range checks {
+		d, err := s.deps.Limiter.Allow(r.Context(), req)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return 0, err
+			}
+			s.log.Warn("sign-in limit: shared store failed, counting locally", "err", err)
+			if d, err = s.localLimiter.Allow(r.Context(), req); err != nil {
+				return 0, fmt.Errorf("sign-in limit: %w", err)
+			}
+		}
+		if !d.Allowed {
+			return d.Binding().RetryAfter, nil
+		}
 	}
 	return 0, nil
 }

@@ -1,12 +1,17 @@
 package web_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/web"
 )
 
 func sessionCookie(res response) *http.Cookie {
@@ -229,5 +234,32 @@ func TestUnhealthyDependencyShowsBannerWithoutInternals(t *testing.T) {
 			t.Fatal("no banner within 5 s of the dependency failing")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// downStore is a rate-limit store whose backend is unreachable.
+type downStore struct{}
+
+func (downStore) Allow(context.Context, enforce.Request) (enforce.Decision, error) {
+	return enforce.Decision{}, fmt.Errorf("dial redis: %w", enforce.ErrStoreUnavailable)
+}
+
+func (downStore) Peek(context.Context, enforce.Request) (enforce.Decision, error) {
+	return enforce.Decision{}, fmt.Errorf("dial redis: %w", enforce.ErrStoreUnavailable)
+}
+
+func TestSignInLimitedLocallyWhenTheStoreIsDown(t *testing.T) {
+	e := newEnvWith(t, func(d *web.Deps) { d.Limiter = downStore{} })
+	c := e.anonymous()
+	if res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {testPassword}}, nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in with the store down: status %d, want 303", res.StatusCode)
+	}
+	for i := range 9 {
+		if res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {"guess"}}, nil); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: status %d, want 401", i+2, res.StatusCode)
+		}
+	}
+	if res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {testPassword}}, nil); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("11th attempt with the store down: status %d, want 429", res.StatusCode)
 	}
 }

@@ -73,6 +73,8 @@ type Server struct {
 	handler  http.Handler
 	health   healthCache
 	usage    usageCache
+	// localLimiter counts sign-in attempts while the shared store is down.
+	localLimiter *enforce.MemoryStore
 }
 
 // New builds the UI from its dependencies. It panics on a missing required
@@ -92,6 +94,7 @@ func New(deps Deps) *Server {
 		s.now = time.Now
 	}
 	s.sessions = newSessionStore(deps.SessionSecret)
+	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()
 	return s
 }
