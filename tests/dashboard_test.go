@@ -75,6 +75,15 @@ func TestDashboardPlanWithTiers(t *testing.T) {
 	}
 	screenshot(t, ctx, "plan-with-tiers")
 
+	// On a phone the page must not scroll sideways: tables stack their
+	// cells instead.
+	do(t, ctx, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(p.URL+"/admin/plans"), chromedp.WaitVisible(tid("plans-table")))
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	if err != nil || overflow {
+		t.Errorf("the plans list scrolls sideways at 390 px (%v)", err)
+	}
+	screenshot(t, ctx, "plans-phone")
+
 	saved, err := p.Plans.GetBySlug(t.Context(), "team")
 	if err != nil {
 		t.Fatal(err)
