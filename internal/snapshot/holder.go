@@ -16,6 +16,9 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 )
 
+// rebuildTimeout bounds one snapshot rebuild.
+const rebuildTimeout = 10 * time.Second
+
 // Channel is the Postgres NOTIFY channel the schema's triggers announce
 // changes on.
 const Channel = "sluice_changes"
@@ -47,6 +50,7 @@ type Holder struct {
 	current atomic.Pointer[Snapshot]
 	version atomic.Uint64
 
+	loadMu    sync.Mutex
 	mu        sync.Mutex
 	readyOnce sync.Once
 	ready     chan struct{}
@@ -72,8 +76,11 @@ func NewHolder(pool *pgxpool.Pool, logger *slog.Logger, opts Options) *Holder {
 }
 
 // Load reads a snapshot and installs it. On error the previous snapshot
-// stays in place.
+// stays in place. Loads are serialised so that a slow, older read never
+// replaces a newer one.
 func (h *Holder) Load(ctx context.Context) error {
+	h.loadMu.Lock()
+	defer h.loadMu.Unlock()
 	snap, err := Load(ctx, h.pool)
 	if err != nil {
 		return err
@@ -96,7 +103,10 @@ func (h *Holder) install(snap *Snapshot) {
 // snapshot keeps serving, and the next notification or resync tries again.
 func (h *Holder) rebuild(ctx context.Context, why string) {
 	start := time.Now()
-	if err := h.Load(ctx); err != nil {
+	// Bounded, so an unreachable Postgres cannot stall the listener.
+	lctx, cancel := context.WithTimeout(ctx, rebuildTimeout)
+	defer cancel()
+	if err := h.Load(lctx); err != nil {
 		if ctx.Err() == nil {
 			h.logger.Warn("snapshot rebuild failed; keeping the previous one", "reason", why, "err", err)
 		}
