@@ -14,19 +14,37 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
+	// go-redis prints every failed dial through a process-wide logger. The
+	// portal reports Redis trouble itself, once and structured (startup
+	// error, /readyz, the engine's failure mode), so those lines only repeat
+	// it unstructured; main is the one place allowed to set that global.
+	redis.SetLogger(quietRedisLog{})
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Getenv, os.Stdout)
 	stop()
 	if err != nil {
 		var ue usageError
-		fmt.Fprintln(os.Stderr, "portal:", err)
+		// One line per problem, each prefixed, so every bad setting reads
+		// as its own message.
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "portal:", line)
+		}
 		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
 		os.Exit(1)
 	}
 }
+
+// quietRedisLog drops go-redis's internal log lines.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -102,6 +103,9 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*store, er
 	e, err := database.StartEmbedded(ctx, database.EmbeddedConfig{DataDir: cfg.DataDir, Logger: logger})
 	if err != nil {
 		if errors.Is(err, database.ErrDataDir) {
+			if strings.Contains(err.Error(), "PORTAL_DATA_DIR") {
+				return nil, fmt.Errorf("PORTAL_DATA_DIR: %w", err) // it already says what to change
+			}
 			return nil, fmt.Errorf("PORTAL_DATA_DIR: %w; set PORTAL_DATA_DIR to a writable directory, or DATABASE_URL to use your own Postgres", err)
 		}
 		return nil, fmt.Errorf("embedded postgres: %w (or set DATABASE_URL to use your own Postgres)", err)
@@ -181,12 +185,20 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	}()
 
 	if cfg.DatabaseURL == "" || cfg.SessionSecret == nil {
+		// A data dir this start creates is removed again if the start
+		// fails, so a failed first start leaves nothing half-made behind.
+		_, statErr := os.Stat(cfg.DataDir)
+		created := errors.Is(statErr, os.ErrNotExist)
 		if err := checkDataDir(cfg.DataDir); err != nil {
 			return err
 		}
-	}
-	if cfg.SessionSecret, err = loadSessionSecret(cfg); err != nil {
-		return err
+		if created {
+			defer func() {
+				if err != nil {
+					_ = os.RemoveAll(cfg.DataDir)
+				}
+			}()
+		}
 	}
 
 	var rdb redis.UniversalClient
@@ -208,6 +220,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	}
 	defer st.close()
 	if err := prepareSchema(ctx, cfg, st.pool, logger); err != nil {
+		return err
+	}
+	if cfg.SessionSecret, err = loadSessionSecret(cfg); err != nil {
 		return err
 	}
 	boot, err := bootstrap.Run(ctx, st.pool, bootstrap.Options{
