@@ -7,6 +7,7 @@ package plans
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -223,4 +224,35 @@ func (in PlanInput) normalized() PlanInput {
 	}
 	in.Limits = limits
 	return in
+}
+
+// EnforceLimits converts every tier of the plan into the engine's limits,
+// in display order.
+func (p Plan) EnforceLimits() []enforce.Limit {
+	out := make([]enforce.Limit, len(p.Limits))
+	for i, l := range p.Limits {
+		out[i] = l.Enforce(p.Slug)
+	}
+	return out
+}
+
+// ApplyOverrides returns a key's limits: base (its plan's EnforceLimits)
+// with each override replacing the same-named limit, or added after them
+// if the plan has no limit of that name. This is the rule the snapshot
+// enforces; views that show a key's limits should use it too. base is
+// returned as is when there are no overrides, and never modified.
+func ApplyOverrides(planSlug string, base []enforce.Limit, overrides []LimitInput) []enforce.Limit {
+	if len(overrides) == 0 {
+		return base
+	}
+	limits := slices.Clone(base)
+	for _, o := range overrides {
+		l := o.Enforce(planSlug)
+		if i := slices.IndexFunc(limits, func(x enforce.Limit) bool { return x.Name == l.Name }); i >= 0 {
+			limits[i] = l
+		} else {
+			limits = append(limits, l)
+		}
+	}
+	return limits
 }

@@ -476,3 +476,39 @@ func ExampleValidate() {
 	// limits[1].mode
 	// limits[1].name
 }
+
+func TestApplyOverrides(t *testing.T) {
+	p := plans.Plan{Slug: "pro", Limits: []plans.Limit{
+		{Name: "global", Algorithm: enforce.FixedWindow, Limit: 100, Window: time.Hour, Cost: 1, Mode: enforce.ModeReject},
+		{Name: "search", Route: "GET /api/search", Algorithm: enforce.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1, Mode: enforce.ModeReject},
+	}}
+	base := p.EnforceLimits()
+	t.Run("NoOverridesSharesBase", func(t *testing.T) {
+		got := plans.ApplyOverrides("pro", base, nil)
+		if len(got) != 2 || &got[0] != &base[0] {
+			t.Fatalf("ApplyOverrides(nil) copied or changed the base: %+v", got)
+		}
+	})
+	t.Run("ReplacesSameNameAndAppendsOthers", func(t *testing.T) {
+		got := plans.ApplyOverrides("pro", base, []plans.LimitInput{
+			{Name: "search", Route: "GET /api/search", Algorithm: "token_bucket", Limit: 50, WindowSeconds: 60, Burst: 60},
+			{Name: "items", Route: "GET /api/items/{id}", Algorithm: "fixed_window", Limit: 5, WindowSeconds: 1},
+		})
+		want := []enforce.Limit{
+			{Name: "pro-global", Algorithm: enforce.FixedWindow, Limit: 100, Window: time.Hour, Cost: 1, Mode: enforce.ModeReject},
+			{Name: "pro-search", Route: "GET /api/search", Algorithm: enforce.TokenBucket, Limit: 50, Window: time.Minute, Burst: 60, Cost: 1, Mode: enforce.ModeReject},
+			{Name: "pro-items", Route: "GET /api/items/{id}", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Second, Cost: 1, Mode: enforce.ModeReject},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("got %+v", got)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("limit %d = %+v, want %+v", i, got[i], want[i])
+			}
+		}
+		if base[1].Limit != 10 {
+			t.Fatal("ApplyOverrides modified the base")
+		}
+	})
+}

@@ -10,7 +10,6 @@ package snapshot
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -45,6 +44,7 @@ type Snapshot struct {
 	anonymous *plans.Plan
 	def       *plans.Plan
 	keys      map[[32]byte]keyEntry
+	callers   map[int64]enforce.Caller // by key id
 	userPlans map[int64]int64
 	// anonymousLimits are the anonymous plan's limits in engine form.
 	anonymousLimits []enforce.Limit
@@ -110,11 +110,7 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 		if p.IsAnonymous {
 			s.anonymous = p
 		}
-		limits := make([]enforce.Limit, len(p.Limits))
-		for j, l := range p.Limits {
-			limits[j] = l.Enforce(p.Slug)
-		}
-		planLimits[p.ID] = limits
+		planLimits[p.ID] = p.EnforceLimits()
 	}
 	if s.anonymous != nil {
 		s.anonymousLimits = planLimits[s.anonymous.ID]
@@ -138,7 +134,8 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 	}
 	s.keys = make(map[[32]byte]keyEntry)
 	// A key's secrets (current and retiring) share one Caller.
-	callers := map[int64]enforce.Caller{}
+	s.callers = map[int64]enforce.Caller{}
+	callers := s.callers
 	var r secretRow
 	_, err = pgx.ForEachRow(rows, []any{&r.Hash, &r.SecretExpiresAt, &r.ID, &r.UserID, &r.PlanID, &r.Overrides, &r.KeyExpiresAt}, func() error {
 		if len(r.Hash) != 32 {
@@ -189,19 +186,7 @@ func (s *Snapshot) keyCaller(r secretRow, planLimits map[int64][]enforce.Limit) 
 		c.Plan = plan.Slug
 		c.Limits = planLimits[plan.ID]
 	}
-	if len(r.Overrides) == 0 {
-		return c
-	}
-	limits := slices.Clone(c.Limits)
-	for _, o := range r.Overrides {
-		l := o.Enforce(c.Plan)
-		if i := slices.IndexFunc(limits, func(x enforce.Limit) bool { return x.Name == l.Name }); i >= 0 {
-			limits[i] = l
-		} else {
-			limits = append(limits, l)
-		}
-	}
-	c.Limits = limits
+	c.Limits = plans.ApplyOverrides(c.Plan, c.Limits, r.Overrides)
 	return c
 }
 
@@ -252,6 +237,15 @@ func (s *Snapshot) UserPlan(userID int64) (plans.Plan, bool) {
 		return s.Plan(id)
 	}
 	return s.DefaultPlan()
+}
+
+// KeyCaller returns the caller a key resolves as (its subject and the limits
+// enforced for it), by key id, for live-usage views that Peek the engine
+// without the secret. Revoked keys, and keys with no live secret, are
+// absent.
+func (s *Snapshot) KeyCaller(keyID int64) (enforce.Caller, bool) {
+	c, ok := s.callers[keyID]
+	return c, ok
 }
 
 // Keys returns how many usable secrets the snapshot holds.

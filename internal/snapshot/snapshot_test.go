@@ -261,6 +261,14 @@ func TestResolveKey(t *testing.T) {
 		if _, ok := s.PlanBySlug("nope"); ok {
 			t.Fatal("PlanBySlug(nope) found a plan")
 		}
+		byKey, ok := s.KeyCaller(overKey.ID)
+		resolved, _ := h.ResolveKey(overSecret)
+		if !ok || byKey.Subject != resolved.Subject || !slices.Equal(byKey.Limits, resolved.Limits) {
+			t.Fatalf("KeyCaller(%d) = %+v, %v; want what the secret resolves to", overKey.ID, byKey, ok)
+		}
+		if _, ok := s.KeyCaller(99999); ok {
+			t.Fatal("KeyCaller(unknown) found a caller")
+		}
 	})
 }
 
