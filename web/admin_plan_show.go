@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sluicehq/sluice/internal/docs"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/views"
 )
@@ -32,7 +33,19 @@ func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error)
 		Routes:  s.deps.Plans.Routes(),
 		Counts:  counts[p.ID],
 		Details: views.PlanForm{Input: p.Input()},
+		Docs:    s.planDocs(p),
 	}, nil
+}
+
+// planDocs is what the docs generator makes of one plan, for the preview;
+// nil (and a log line) if it fails, which the preview says plainly.
+func (s *Server) planDocs(p plans.Plan) *docs.Model {
+	m, err := docs.Build([]plans.Plan{p}, docs.Options{YourPlan: p.Slug})
+	if err != nil {
+		s.log.Error("docs preview", "plan_id", p.ID, "err", err)
+		return nil
+	}
+	return &m
 }
 
 func (s *Server) renderPlanPage(w http.ResponseWriter, r *http.Request, status int, v views.PlanPage) {

@@ -115,8 +115,12 @@ func TestTierInlineEditing(t *testing.T) {
 		if got := text(d, "tier-limit"); got != "10" {
 			t.Errorf("limit cell %q", got)
 		}
-		if got := d.Find(`[data-testid="docs-tier"] pre`).Text(); got != `RateLimit-Policy: "gold-search";q=10;w=60` {
-			t.Errorf("docs preview header %q", got)
+		preview := d.Find(`[data-testid="docs-endpoint"][data-route="GET /api/search"]`)
+		if got := preview.Find(`[data-testid="docs-limit"]`).AttrOr("data-policy", ""); got != "gold-search" {
+			t.Errorf("docs preview policy %q", got)
+		}
+		if got := preview.Find(`[data-testid="docs-headers"]`).Text(); !strings.Contains(got, `RateLimit-Policy: "gold-search";q=10;w=60`) {
+			t.Errorf("docs preview headers %q", got)
 		}
 	})
 
@@ -194,6 +198,10 @@ func TestTierInlineEditing(t *testing.T) {
 		d := res.doc(t)
 		if got := text(d, "tier-limit"); got != "25" {
 			t.Errorf("row limit %q", got)
+		}
+		oob := d.Find(`[hx-swap-oob="innerHTML:#docs-preview"] [data-route="GET /api/search"] [data-testid="docs-headers"]`)
+		if got := oob.Text(); !strings.Contains(got, `RateLimit-Policy: "gold-search";q=25;w=60`) {
+			t.Errorf("the docs preview did not follow the edit: %q", got)
 		}
 		version++
 		if v, _ := d.Find(`#plan-version`).Attr("value"); v != fmt.Sprint(version) {

@@ -24,7 +24,7 @@ func (s *Server) tierDelete(w http.ResponseWriter, r *http.Request) {
 	saved, err := s.deps.Plans.DeleteLimit(ctx, s.actor(r), p.ID, formVersion(r), l.ID)
 	switch {
 	case err == nil && isHTMX(r):
-		s.render(w, r, http.StatusOK, views.TierRemoved(saved))
+		s.render(w, r, http.StatusOK, views.TierRemoved(saved, s.planDocs(saved)))
 	case err == nil:
 		http.Redirect(w, r, planPath(p.ID)+"?saved=1", http.StatusSeeOther)
 	case errors.Is(err, plans.ErrConflict):
@@ -36,10 +36,10 @@ func (s *Server) tierDelete(w http.ResponseWriter, r *http.Request) {
 		if isHTMX(r) {
 			current, ok := findLimit(v.Plan, l.ID)
 			if !ok {
-				s.render(w, r, http.StatusConflict, views.TierRemoved(v.Plan))
+				s.render(w, r, http.StatusConflict, views.TierRemoved(v.Plan, v.Docs))
 				return
 			}
-			s.render(w, r, http.StatusConflict, views.TierConflictRow(v.Plan, current, conflictMessage))
+			s.render(w, r, http.StatusConflict, views.TierConflictRow(v.Plan, current, conflictMessage, v.Docs))
 			return
 		}
 		v.Conflict = conflictMessage
