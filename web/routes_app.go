@@ -2,5 +2,23 @@ package web
 
 import "net/http"
 
-// appRoutes registers the developer portal's routes (/app, /docs, /signup).
-func (s *Server) appRoutes(mux *http.ServeMux) {}
+// appRoutes registers the developer portal's routes: the generated docs
+// (public), sign-up, and the signed-in developer's usage and keys.
+func (s *Server) appRoutes(mux *http.ServeMux) {
+	d := newDocsPages(s)
+	mux.HandleFunc("GET /docs", d.page)
+	mux.HandleFunc("GET /docs/limits.md", d.markdown)
+	mux.HandleFunc("GET /docs/openapi.json", d.openAPI)
+
+	mux.HandleFunc("GET /signup", s.signUpForm)
+	mux.HandleFunc("POST /signup", s.signUp)
+
+	dev := func(h http.HandlerFunc) http.Handler { return s.requireRole("developer", h) }
+	mux.Handle("GET /app", dev(s.myUsage))
+	mux.Handle("GET /app/stream", dev(s.myUsageStream))
+	mux.Handle("GET /app/keys", dev(s.myKeys))
+	mux.Handle("POST /app/keys", dev(s.createMyKey))
+	mux.Handle("POST /app/keys/{id}/rotate", dev(s.rotateMyKey))
+	mux.Handle("GET /app/keys/{id}/revoke", dev(s.confirmRevokeMyKey))
+	mux.Handle("POST /app/keys/{id}/revoke", dev(s.revokeMyKey))
+}

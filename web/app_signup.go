@@ -1,0 +1,140 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/users"
+	"github.com/sluicehq/sluice/views"
+)
+
+// signUpPerIP limits account creation per client address with Sluice's own
+// engine: enough for a team behind one NAT, too few for a script filling the
+// users table.
+var signUpPerIP = enforce.Limit{
+	Name: "signup-ip", Algorithm: enforce.SlidingWindowLog,
+	Limit: 5, Window: time.Hour, Mode: enforce.ModeReject,
+}
+
+func (s *Server) signUpForm(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.currentUser(r); ok {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	f := views.SignUpForm{Errors: views.FieldErrors{}}
+	if p, err := s.defaultPlan(r); err == nil {
+		f.Plan = p.Name
+	}
+	s.render(w, r, http.StatusOK, views.SignUp(s.page(r, "Sign up", "signup"), f))
+}
+
+// defaultPlan is the plan marked for new developers.
+func (s *Server) defaultPlan(r *http.Request) (plans.Plan, error) {
+	all, err := s.deps.Plans.List(r.Context())
+	if err != nil {
+		return plans.Plan{}, fmt.Errorf("list plans: %w", err)
+	}
+	for _, p := range all {
+		if p.IsDefault {
+			return p, nil
+		}
+	}
+	return plans.Plan{}, plans.ErrNotFound
+}
+
+// signUp validates the form, spends one sign-up from the address's budget,
+// creates the developer on the default plan and signs them in.
+func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	f := views.SignUpForm{Email: strings.TrimSpace(r.PostFormValue("email")), Errors: views.FieldErrors{}}
+	password := r.PostFormValue("password")
+	page := s.page(r, "Sign up", "signup")
+	def, err := s.defaultPlan(r)
+	if err != nil && !errors.Is(err, plans.ErrNotFound) {
+		s.error(w, r, err)
+		return
+	}
+	f.Plan = def.Name
+
+	if fe := users.ValidateSignup(f.Email, password); fe != nil {
+		for k, v := range fe {
+			f.Errors[k] = v
+		}
+		s.render(w, r, http.StatusUnprocessableEntity, views.SignUp(page, f))
+		return
+	}
+	// Only well-formed attempts spend the budget, so typos do not lock
+	// anyone out.
+	wait, err := s.signUpAllowed(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if wait > 0 {
+		f.Limited = fmt.Sprintf("Too many sign-ups from your address. Try again in %s.", humanWait(wait))
+		w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
+		s.render(w, r, http.StatusTooManyRequests, views.SignUp(page, f))
+		return
+	}
+	if def.ID == 0 {
+		f.Errors["form"] = "Sign-up is closed: no plan is marked for new developers. Ask the operator."
+		s.render(w, r, http.StatusServiceUnavailable, views.SignUp(page, f))
+		return
+	}
+	u, err := s.deps.Users.Create(r.Context(), users.NewUser{
+		Email: f.Email, Password: password, Role: users.RoleDeveloper, PlanID: &def.ID,
+	})
+	var fe users.FieldErrors
+	switch {
+	case errors.Is(err, users.ErrEmailTaken):
+		f.Errors["email"] = "is already registered: sign in instead"
+		s.render(w, r, http.StatusConflict, views.SignUp(page, f))
+		return
+	case errors.As(err, &fe):
+		for k, v := range fe {
+			f.Errors[k] = v
+		}
+		s.render(w, r, http.StatusUnprocessableEntity, views.SignUp(page, f))
+		return
+	case err != nil:
+		s.error(w, r, err)
+		return
+	}
+	if err := s.startSession(w, r, u); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.log.Info("developer signed up", "user_id", u.ID, "plan", def.Slug)
+	http.Redirect(w, r, "/app/keys", http.StatusSeeOther)
+}
+
+// signUpAllowed spends one sign-up of the client address's budget and says
+// how long to wait when it is spent. When the shared store is down the
+// attempt is counted in this instance's memory, as sign-in does.
+func (s *Server) signUpAllowed(r *http.Request) (time.Duration, error) {
+	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
+	req := enforce.Request{Subject: "signup:ip:" + ip.String(), Route: "POST /signup", Limits: []enforce.Limit{signUpPerIP}}
+	d, err := s.deps.Limiter.Allow(r.Context(), req)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return 0, err
+		}
+		s.log.Warn("sign-up limit: shared store failed, counting locally", "err", err)
+		if d, err = s.localLimiter.Allow(r.Context(), req); err != nil {
+			return 0, fmt.Errorf("sign-up limit: %w", err)
+		}
+	}
+	if !d.Allowed {
+		return d.Binding().RetryAfter, nil
+	}
+	return 0, nil
+}

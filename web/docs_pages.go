@@ -1,0 +1,126 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/docs"
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/views"
+)
+
+// docsPages serves the generated rate-limit docs. Building the model runs
+// every plan's limits through the middleware to record real examples, so
+// models are cached until a plan changes (the key holds every plan's id and
+// version) and rebuilt on the next request after that.
+type docsPages struct {
+	s *Server
+
+	mu    sync.Mutex
+	cache map[string]docs.Model
+}
+
+// maxDocsCache bounds the cache: one entry per (plans state, viewer's plan,
+// base URL); older states are dropped wholesale when it fills.
+const maxDocsCache = 64
+
+func newDocsPages(s *Server) *docsPages {
+	return &docsPages{s: s, cache: map[string]docs.Model{}}
+}
+
+// model returns the docs model for r: the plans as they are now, the
+// signed-in developer's plan first, examples addressed to this host.
+func (d *docsPages) model(r *http.Request) (docs.Model, error) {
+	all, err := d.s.deps.Plans.List(r.Context())
+	if err != nil {
+		return docs.Model{}, fmt.Errorf("docs: list plans: %w", err)
+	}
+	your, err := d.s.viewerPlan(r, all)
+	if err != nil {
+		return docs.Model{}, err
+	}
+	base := "http://" + r.Host
+	if d.s.secureRequest(r) {
+		base = "https://" + r.Host
+	}
+	var key strings.Builder
+	key.WriteString(base + "|" + your.Slug)
+	for _, p := range all {
+		fmt.Fprintf(&key, "|%d:%d", p.ID, p.Version)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m, ok := d.cache[key.String()]; ok {
+		return m, nil
+	}
+	m, err := docs.Build(all, docs.Options{BaseURL: base, YourPlan: your.Slug})
+	if err != nil {
+		return docs.Model{}, err
+	}
+	if len(d.cache) >= maxDocsCache {
+		clear(d.cache)
+	}
+	d.cache[key.String()] = m
+	return m, nil
+}
+
+// viewerPlan is the plan of the signed-in developer: their own, else the
+// default plan. Visitors and operators have none (the zero Plan).
+func (s *Server) viewerPlan(r *http.Request, all []plans.Plan) (plans.Plan, error) {
+	u, ok := s.currentUser(r)
+	if !ok || u.Role != "developer" {
+		return plans.Plan{}, nil
+	}
+	for _, p := range all {
+		if (u.PlanID != nil && p.ID == *u.PlanID) || (u.PlanID == nil && p.IsDefault) {
+			return p, nil
+		}
+	}
+	return plans.Plan{}, nil
+}
+
+func (d *docsPages) page(w http.ResponseWriter, r *http.Request) {
+	m, err := d.model(r)
+	if err != nil {
+		d.s.error(w, r, err)
+		return
+	}
+	d.s.render(w, r, http.StatusOK, views.DocsPage(d.s.page(r, "Rate limits", "docs"), m))
+}
+
+func (d *docsPages) markdown(w http.ResponseWriter, r *http.Request) {
+	m, err := d.model(r)
+	if err != nil {
+		d.s.error(w, r, err)
+		return
+	}
+	body := docs.Markdown(m)
+	h := w.Header()
+	h.Set("Content-Type", "text/markdown; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-cache")
+	h.Add("Vary", "Cookie")
+	_, _ = w.Write([]byte(body))
+}
+
+func (d *docsPages) openAPI(w http.ResponseWriter, r *http.Request) {
+	m, err := d.model(r)
+	if err != nil {
+		d.s.error(w, r, err)
+		return
+	}
+	body, err := docs.OpenAPI(m)
+	if err != nil {
+		d.s.error(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-cache")
+	h.Add("Vary", "Cookie")
+	_, _ = w.Write(body)
+}
