@@ -127,7 +127,7 @@ for line in open(sys.argv[1]):
     mode, rps, p50, p99, bad, calls = line.split()
     rows.setdefault(mode, []).append((float(rps), float(p50), float(p99), int(bad), float(calls)))
 bare = statistics.median(r[0] for r in rows["bare"]) if "bare" in rows else None
-print(f"{'mode':<11} {'req/s median':>12} {'spread':>7} {'p50 ms':>7} {'p99 ms':>7} {'vs bare':>8} {'calls/req':>9}  runs (req/s)")
+print(f"{'mode':<15} {'req/s median':>12} {'spread':>7} {'p50 ms':>7} {'p99 ms':>7} {'vs bare':>8} {'calls/req':>9}  runs (req/s)")
 for mode, rs in rows.items():
     rps = [r[0] for r in rs]
     med = statistics.median(rps)
@@ -138,5 +138,5 @@ for mode, rs in rows.items():
     bad = sum(r[3] for r in rs)
     note = f"  NON-2XX: {bad}" if bad else ""
     calls = statistics.median(r[4] for r in rs)
-    print(f"{mode:<11} {med:>12.0f} {spread:>6.0f}% {p50:>7.2f} {p99:>7.2f} {ratio:>8} {calls:>9.2f}  {' '.join(f'{x:.0f}' for x in rps)}{note}")
+    print(f"{mode:<15} {med:>12.0f} {spread:>6.0f}% {p50:>7.2f} {p99:>7.2f} {ratio:>8} {calls:>9.2f}  {' '.join(f'{x:.0f}' for x in rps)}{note}")
 PY
