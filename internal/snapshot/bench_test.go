@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,6 +47,22 @@ func BenchmarkResolveKey(b *testing.B) {
 			i := 0
 			for pb.Next() {
 				if _, err := h.ResolveKey(secrets[i%benchKeys]); err != nil {
+					b.Error(err)
+					return
+				}
+				i++
+			}
+		})
+	})
+	// As wired in the portal: every resolve also notes the key's use.
+	lu := apikeys.NewLastUsed(f.pool, f.logger, time.Hour)
+	hl := f.holder(b, snapshot.Options{LastUsed: lu})
+	b.Run("ParallelWithLastUsed", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				if _, err := hl.ResolveKey(secrets[i%benchKeys]); err != nil {
 					b.Error(err)
 					return
 				}
