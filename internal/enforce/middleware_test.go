@@ -701,7 +701,7 @@ func findSeries(t *testing.T, reg *prometheus.Registry, name string, labels map[
 // not ErrInvalidKey.
 type brokenResolver struct{ mwResolver }
 
-func (brokenResolver) ResolveKey(string) (enforce.Caller, error) {
+func (*brokenResolver) ResolveKey(string) (enforce.Caller, error) {
 	return enforce.Caller{}, errors.New("snapshot not loaded")
 }
 
