@@ -97,11 +97,11 @@ func (a *api) keyUsage(w http.ResponseWriter, r *http.Request) {
 // keySubject names a key's counters as the snapshot's resolver does.
 func keySubject(id int64) string { return "key:" + strconv.FormatInt(id, 10) }
 
-// keyLimits are the engine limits that apply to k, by the same rule the
-// snapshot applies: the plan k.PlanSlug names (the key's own, else its
-// owner's, else the default), with the key's overrides replacing same-named
-// limits and adding new ones. It reads Postgres, the source of truth, rather
-// than the snapshot, which lags a change by up to a second.
+// keyLimits are the engine limits that apply to k: the plan k.PlanSlug
+// names (the key's own, else its owner's, else the default) with the key's
+// overrides applied by plans.ApplyOverrides, the rule the snapshot enforces.
+// It reads Postgres rather than the snapshot, so it reflects a change at once
+// and still answers for revoked keys, which the snapshot drops.
 func (a *api) keyLimits(r *http.Request, k apikeys.Key) ([]enforce.Limit, error) {
 	if k.PlanSlug == "" {
 		return nil, nil
@@ -114,23 +114,5 @@ func (a *api) keyLimits(r *http.Request, k apikeys.Key) ([]enforce.Limit, error)
 	if err != nil {
 		return nil, err
 	}
-	overrides := map[string]plans.LimitInput{}
-	for _, o := range k.Overrides {
-		overrides[o.Name] = o
-	}
-	var out []enforce.Limit
-	for _, l := range p.Limits {
-		if o, ok := overrides[l.Name]; ok {
-			out = append(out, o.Enforce(p.Slug))
-			delete(overrides, l.Name)
-			continue
-		}
-		out = append(out, l.Enforce(p.Slug))
-	}
-	for _, o := range k.Overrides {
-		if _, left := overrides[o.Name]; left {
-			out = append(out, o.Enforce(p.Slug))
-		}
-	}
-	return out, nil
+	return plans.ApplyOverrides(p.Slug, p.EnforceLimits(), k.Overrides), nil
 }
