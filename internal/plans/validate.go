@@ -24,6 +24,7 @@ type ValidationError struct {
 	Fields []FieldError `json:"fields"`
 }
 
+// Error lists every field error on one line, for logs; show Fields to users.
 func (e *ValidationError) Error() string {
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
