@@ -44,6 +44,8 @@ func TestKeysSearch(t *testing.T) {
 		{name: "ByPrefix", query: "q=" + url.QueryEscape(ciSecret[:12]), wantNames: []string{"ci pipeline"}, wantTotal: "1 keys", wantPage: true},
 		{name: "ByState", query: "state=revoked", wantNames: []string{"production"}, wantTotal: "1 keys", wantPage: true},
 		{name: "HTMXGetsResultsOnly", query: "q=laptop", header: htmx, wantNames: []string{"laptop"}, wantTotal: "1 keys", wantPage: false},
+		{name: "HistoryRestoreGetsWholePage", query: "q=laptop", header: http.Header{"Hx-Request": {"true"}, "Hx-History-Restore-Request": {"true"}},
+			wantNames: []string{"laptop"}, wantTotal: "1 keys", wantPage: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

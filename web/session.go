@@ -203,8 +203,11 @@ func (s *Server) requireRole(role string, h http.Handler) http.Handler {
 	})
 }
 
+// isHTMX reports whether htmx asked for a fragment. A history restore (the
+// back button after hx-push-url missed htmx's cache) needs the whole page,
+// although htmx marks it as its own request.
 func isHTMX(r *http.Request) bool {
-	return r.Header.Get("HX-Request") == "true"
+	return r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-History-Restore-Request") != "true"
 }
 
 func signInURL(r *http.Request) string {
