@@ -84,7 +84,7 @@ func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("key created by its owner", "user_id", u.ID, "key_id", k.ID)
-	s.render(w, r, http.StatusCreated, views.KeySecret(s.page(r, "Your new key", "app-keys"), views.SecretShown{Key: k, Secret: secret}))
+	s.render(w, r, http.StatusCreated, views.KeySecret(s.page(r, "Your new key", "app-keys"), views.SecretShown{Key: k, Secret: secret, BaseURL: s.publicBase(r)}))
 }
 
 // ownKey loads key {id} if it belongs to the signed-in developer. Another
@@ -124,7 +124,7 @@ func (s *Server) rotateMyKey(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("key rotated by its owner", "key_id", k.ID, "grace", grace)
 	s.render(w, r, http.StatusOK, views.KeySecret(s.page(r, "New secret", "app-keys"),
-		views.SecretShown{Key: k, Secret: secret, Rotated: true, Grace: grace}))
+		views.SecretShown{Key: k, Secret: secret, Rotated: true, Grace: grace, BaseURL: s.publicBase(r)}))
 }
 
 // confirmRevokeMyKey asks before revoking.

@@ -156,6 +156,9 @@ func TestMyKeys(t *testing.T) {
 		if count(d, "copy-secret") != 1 || !strings.Contains(text(d, "secret-warning"), "shown only this once") {
 			t.Error("no copy button or no warning next to the secret")
 		}
+		if got := text(d, "secret-curl"); !strings.Contains(got, `"`+e.srv.URL+`/api/rate-limit-status"`) {
+			t.Errorf("curl example %q does not call this host", got)
+		}
 		list := c.get("/app/keys", nil)
 		if strings.Contains(list.body, secret) {
 			t.Error("the key list shows the whole secret")

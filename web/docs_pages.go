@@ -42,10 +42,7 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	if err != nil {
 		return docs.Model{}, err
 	}
-	base := "http://" + r.Host
-	if d.s.secureRequest(r) {
-		base = "https://" + r.Host
-	}
+	base := d.s.publicBase(r)
 	var key strings.Builder
 	key.WriteString(base + "|" + your.Slug)
 	for _, p := range all {
@@ -123,4 +120,13 @@ func (d *docsPages) openAPI(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Add("Vary", "Cookie")
 	_, _ = w.Write(body)
+}
+
+// publicBase is the scheme and host the browser used, for examples people
+// copy (curl commands, the OpenAPI servers list).
+func (s *Server) publicBase(r *http.Request) string {
+	if s.secureRequest(r) {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
 }
