@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/a-h/templ"
 
@@ -82,6 +83,12 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	status, message, internal := errorStatus(err)
 	if internal {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		// An unexpected failure while a dependency is down is almost
+		// certainly that outage: say so, as a temporary condition.
+		if down := s.failingDependencies(r.Context(), true); len(down) > 0 {
+			status = http.StatusServiceUnavailable
+			message = strings.Join(down, " and ") + " cannot be reached right now, so this page cannot be shown. Try again shortly."
+		}
 	}
 	if isHTMX(r) {
 		// htmx does not swap error responses by default; the layout's
@@ -90,6 +97,11 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	s.render(w, r, status, views.ErrorPage(s.page(r, "Error", ""), status, message))
+}
+
+// notFound answers paths no route serves with the UI's own 404 page.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.error(w, r, errNotFound)
 }
 
 // render writes a component with a status. It renders into a buffer first so
@@ -119,7 +131,7 @@ func (s *Server) page(r *http.Request, title, section string) views.Page {
 	if u, ok := s.currentUser(r); ok {
 		p.Viewer = &views.Viewer{ID: u.ID, Email: u.Email, Role: u.Role}
 	}
-	for _, name := range s.failingDependencies(r.Context()) {
+	for _, name := range s.failingDependencies(r.Context(), false) {
 		p.Banners = append(p.Banners, views.Banner{
 			Kind:   "warn",
 			TestID: "banner-unhealthy",

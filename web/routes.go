@@ -21,6 +21,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /signin", s.signIn)
 	mux.HandleFunc("POST /signout", s.signOut)
 
+	mux.HandleFunc("/", s.notFound)
+
 	s.adminRoutes(mux, op)
 	s.appRoutes(mux)
 

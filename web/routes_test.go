@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/static"
+	"github.com/sluicehq/sluice/web"
 )
 
 // TestOperatorRoutesCheckTheRole walks every operator route as an anonymous
@@ -210,5 +212,38 @@ func TestLayoutMarksTheCurrentSection(t *testing.T) {
 				t.Errorf("viewer = %q", got)
 			}
 		})
+	}
+}
+
+func TestUnknownPathsGetThePage(t *testing.T) {
+	e := newEnv(t)
+	res := e.signedIn(operatorEmail).get("/admin/no-such-page", nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusNotFound || text(d, "error-status") != "404 Not Found" || count(d, "nav") != 1 {
+		t.Errorf("status %d heading %q nav %d", res.StatusCode, text(d, "error-status"), count(d, "nav"))
+	}
+}
+
+func TestPostgresDownShowsTheOutageNotInternals(t *testing.T) {
+	var pool interface{ Ping(context.Context) error }
+	e := newEnvWith(t, func(d *web.Deps) {
+		pool = d.Pool
+		d.Health = []web.HealthCheck{{Name: "Postgres", Check: func(ctx context.Context) error { return pool.Ping(ctx) }}}
+	})
+	c := e.signedIn(operatorEmail)
+	e.pool.Close()
+	res := c.get("/admin/plans", nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", res.StatusCode)
+	}
+	if got := text(d, "error-message"); got != "Postgres cannot be reached right now, so this page cannot be shown. Try again shortly." {
+		t.Errorf("message %q", got)
+	}
+	if got := text(d, "banner-unhealthy"); !strings.HasPrefix(got, "Postgres is unreachable") {
+		t.Errorf("banner %q", got)
+	}
+	if strings.Contains(res.body, "closed pool") || strings.Contains(res.body, "pgx") {
+		t.Errorf("the page shows internal error text")
 	}
 }

@@ -114,15 +114,16 @@ type healthCache struct {
 
 const healthTTL = 2 * time.Second
 
-// failingDependencies names the dependencies that are down now.
-func (s *Server) failingDependencies(ctx context.Context) []string {
+// failingDependencies names the dependencies that are down now; fresh
+// skips the cached answer (after an unexpected failure, say).
+func (s *Server) failingDependencies(ctx context.Context, fresh bool) []string {
 	if len(s.deps.Health) == 0 {
 		return nil
 	}
 	s.health.mu.Lock()
 	defer s.health.mu.Unlock()
 	now := s.now()
-	if !s.health.at.IsZero() && now.Sub(s.health.at) < healthTTL {
+	if !fresh && !s.health.at.IsZero() && now.Sub(s.health.at) < healthTTL {
 		return s.health.failing
 	}
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
