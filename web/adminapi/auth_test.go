@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/optokens"
 )
 
@@ -31,7 +32,10 @@ func TestAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	developerKey := "sk_live_" + strings.Repeat("a", 38)
+	developerKey, err := apikeys.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name          string
