@@ -14,6 +14,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -309,6 +310,19 @@ func TestUsageOverviewAndLiveView(t *testing.T) {
 		}
 		if d.Find(`script[src="/static/htmx-ext-sse-2.2.4.min.js"]`).Length() != 1 {
 			t.Errorf("the SSE extension is not loaded")
+		}
+	})
+	t.Run("LivePageAppliesOverrides", func(t *testing.T) {
+		cur, _ := e.keys.Get(context.Background(), k.ID)
+		o := searchTier
+		o.Limit, o.Burst = 500, 0
+		if _, err := e.keys.SetOverrides(context.Background(), "test", k.ID, cur.Version, []plans.LimitInput{o}); err != nil {
+			t.Fatal(err)
+		}
+		d := c.get(fmt.Sprintf("/admin/live?keys=%d", k.ID), nil).doc(t)
+		row := d.Find(`[data-testid="live-limit"][data-limit="gold-search"]`)
+		if got := strings.Join(strings.Fields(row.Find("td.num").First().Text()), " "); row.Length() != 1 || !strings.HasSuffix(got, "/ 500") {
+			t.Errorf("override row %d, used/limit %q, want the override's limit 500", row.Length(), got)
 		}
 	})
 	t.Run("LivePageBadInput", func(t *testing.T) {

@@ -215,30 +215,18 @@ func (lv *liveView) figures(ctx context.Context, id int64) (views.LiveKey, error
 	return out, nil
 }
 
-// keyLimits is what the engine enforces for a key: its plan's limits, with
-// its overrides replacing same-named limits and adding new ones, named as
-// the snapshot names them.
+// keyLimits is what the engine enforces for a key: its plan's limits with
+// its overrides applied by the snapshot's own rule.
 func (s *Server) keyLimits(ctx context.Context, k apikeys.Key) ([]enforce.Limit, error) {
-	var out []enforce.Limit
-	index := map[string]int{}
+	var base []enforce.Limit
 	if k.PlanSlug != "" {
 		p, err := s.deps.Plans.GetBySlug(ctx, k.PlanSlug)
-		if err != nil && !errors.Is(err, plans.ErrNotFound) {
+		switch {
+		case err == nil:
+			base = p.EnforceLimits()
+		case !errors.Is(err, plans.ErrNotFound):
 			return nil, err
 		}
-		for _, l := range p.Limits {
-			index[l.Name] = len(out)
-			out = append(out, l.Enforce(p.Slug))
-		}
 	}
-	for _, o := range k.Overrides {
-		l := o.Enforce(k.PlanSlug)
-		if i, ok := index[o.Name]; ok {
-			out[i] = l
-			continue
-		}
-		index[o.Name] = len(out)
-		out = append(out, l)
-	}
-	return out, nil
+	return plans.ApplyOverrides(k.PlanSlug, base, k.Overrides), nil
 }
