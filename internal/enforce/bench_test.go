@@ -183,24 +183,23 @@ func BenchmarkXTimeRate(b *testing.B) {
 // callers is the number of concurrent callers of the Redis benchmarks.
 const callers = 64
 
-// runCallers runs b.N decisions from 64 goroutines and reports decisions/s
-// and latency percentiles.
-func runCallers(b *testing.B, decide func(ctx context.Context, i int) error) {
+// measureCallers runs n decisions from 64 goroutines and returns the
+// decisions per second and every decision's latency, sorted.
+func measureCallers(n int, decide func(ctx context.Context, i int) error) (float64, []time.Duration, error) {
 	ctx := context.Background()
 	lat := make([][]time.Duration, callers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Int64
-	b.ResetTimer()
 	start := time.Now()
 	for g := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := make([]time.Duration, 0, b.N/callers+1)
+			mine := make([]time.Duration, 0, n/callers+1)
 			for {
 				i := next.Add(1)
-				if i > int64(b.N) {
+				if i > int64(n) {
 					break
 				}
 				t0 := time.Now()
@@ -214,16 +213,30 @@ func runCallers(b *testing.B, decide func(ctx context.Context, i int) error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d decisions failed", n, b.N)
+	if f := failed.Load(); f > 0 {
+		return 0, nil, fmt.Errorf("%d of %d decisions failed", f, n)
 	}
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	pct := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) }
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
+	return float64(n) / elapsed.Seconds(), all, nil
+}
+
+func percentileMicros(sorted []time.Duration, p float64) float64 {
+	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds())
+}
+
+// runCallers runs b.N decisions from 64 goroutines and reports decisions/s
+// and latency percentiles.
+func runCallers(b *testing.B, decide func(ctx context.Context, i int) error) {
+	b.ResetTimer()
+	rate, lat, err := measureCallers(b.N, decide)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(rate, "decisions/s")
+	b.ReportMetric(percentileMicros(lat, 0.50), "p50-µs")
+	b.ReportMetric(percentileMicros(lat, 0.99), "p99-µs")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -237,15 +250,22 @@ func benchRedisClient(b *testing.B) (*redis.Client, string) {
 	return c, prefix
 }
 
-// BenchmarkRedisStore: 64 callers deciding one layer each on 1,000 subjects.
+// BenchmarkRedisStore: 64 callers deciding on 1,000 subjects, one or three
+// layers, with usage counting (production) and without (what
+// BenchmarkRedisBenchmarkTool can replay: redis-benchmark cannot pass the NUL
+// byte of a usage field).
 func BenchmarkRedisStore(b *testing.B) {
-	for _, layers := range []int{1, 3} {
-		b.Run(fmt.Sprintf("%dLayers", layers), func(b *testing.B) {
+	for _, cfg := range []struct {
+		name    string
+		layers  int
+		noUsage bool
+	}{{"1Layer", 1, false}, {"3Layers", 3, false}, {"1LayerNoUsage", 1, true}} {
+		b.Run(cfg.name, func(b *testing.B) {
 			client, prefix := benchRedisClient(b)
-			store := newTestRedisStore(b, client, RedisOptions{Prefix: prefix, Timeout: time.Second})
+			store := newTestRedisStore(b, client, RedisOptions{Prefix: prefix, Timeout: time.Second, DisableUsage: cfg.noUsage})
 			limits := []Limit{benchLimit,
 				{Name: "fw", Algorithm: FixedWindow, Limit: 1e12, Window: time.Minute},
-				{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 1e12, Window: time.Minute}}[:layers]
+				{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 1e12, Window: time.Minute}}[:cfg.layers]
 			runCallers(b, func(ctx context.Context, i int) error {
 				d, err := store.Allow(ctx, Request{Subject: "key:" + strconv.Itoa(i%1000), Route: "GET /x", Limits: limits})
 				if err == nil && !d.Allowed {
@@ -274,39 +294,115 @@ func BenchmarkRedisRate(b *testing.B) {
 
 var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
 
-// BenchmarkRedisBenchmarkTool runs redis-benchmark with 64 clients, 16
-// commands pipelined per client, on the store's own EVALSHA call for one
-// subject and one layer: the ceiling a pipelining client could reach.
-func BenchmarkRedisBenchmarkTool(b *testing.B) {
-	path, err := exec.LookPath("redis-benchmark")
-	if err != nil {
-		b.Fatalf("redis-benchmark is needed: %v", err)
-	}
-	client, prefix := benchRedisClient(b)
-	store := newTestRedisStore(b, client, RedisOptions{Prefix: prefix, Timeout: time.Second})
+// redisBenchmarkArgs returns the redis-benchmark command line replaying the
+// store's own EVALSHA for one subject and one layer (usage off: the tool
+// cannot pass the NUL byte of a usage field).
+func redisBenchmarkArgs(b *testing.B, client *redis.Client, prefix string, n int) []string {
+	store := newTestRedisStore(b, client, RedisOptions{Prefix: prefix, Timeout: time.Second, DisableUsage: true})
 	call, err := store.prepare(Request{Subject: "key:1", Route: "GET /x", Limits: []Limit{benchLimit}}, true)
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := client.Options()
-	host, port, _ := strings.Cut(opts.Addr, ":")
-	args := []string{"-h", host, "-p", port, "-n", strconv.Itoa(max(b.N, 1000)), "-c", strconv.Itoa(callers), "-P", "16", "-q",
+	host, port, _ := strings.Cut(client.Options().Addr, ":")
+	args := []string{"-h", host, "-p", port, "-n", strconv.Itoa(n), "-c", strconv.Itoa(callers), "-P", "16", "-q",
 		"EVALSHA", store.ScriptSHA(), strconv.Itoa(len(call.keys))}
 	args = append(args, call.keys...)
 	for _, a := range call.args {
 		args = append(args, fmt.Sprint(a))
 	}
-	b.ResetTimer()
-	out, err := exec.Command(path, args...).CombinedOutput()
-	b.StopTimer()
+	return args
+}
+
+func runRedisBenchmark(args []string) (float64, error) {
+	out, err := exec.Command("redis-benchmark", args...).CombinedOutput()
 	if err != nil {
-		b.Fatalf("redis-benchmark: %v: %s", err, out)
+		return 0, fmt.Errorf("redis-benchmark: %w: %s", err, out)
 	}
 	m := rpsLine.FindSubmatch(out)
 	if m == nil {
-		b.Fatalf("redis-benchmark printed no rate: %s", out)
+		return 0, fmt.Errorf("redis-benchmark printed no rate: %s", out)
 	}
-	rps, _ := strconv.ParseFloat(string(m[1]), 64)
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+// BenchmarkRedisBenchmarkTool runs redis-benchmark with 64 clients, 16
+// commands pipelined per client, on the store's own EVALSHA call for one
+// subject and one layer, usage off: the ceiling a pipelining client could
+// reach. Compare with BenchmarkRedisStore/1LayerNoUsage.
+func BenchmarkRedisBenchmarkTool(b *testing.B) {
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		b.Fatalf("redis-benchmark is needed: %v", err)
+	}
+	client, prefix := benchRedisClient(b)
+	args := redisBenchmarkArgs(b, client, prefix, max(b.N, 1000))
+	b.ResetTimer()
+	rps, err := runRedisBenchmark(args)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(rps, "decisions/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRedisInterleaved runs the store, redis_rate and redis-benchmark
+// in alternating rounds of 20,000 decisions (one round of each per b.N), so
+// the load other processes put on a shared machine hits all three alike, and
+// reports the median of each round's ratios. Run it with -benchtime 10x.
+func BenchmarkRedisInterleaved(b *testing.B) {
+	const per = 20_000
+	client, prefix := benchRedisClient(b)
+	storeUsage := newTestRedisStore(b, client, RedisOptions{Prefix: prefix + "u:", Timeout: time.Second})
+	storeBare := newTestRedisStore(b, client, RedisOptions{Prefix: prefix + "n:", Timeout: time.Second, DisableUsage: true})
+	limiter := redis_rate.NewLimiter(client)
+	rrLimit := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}
+	tool := redisBenchmarkArgs(b, client, prefix+"t:", per)
+	storeDecide := func(s *RedisStore) func(context.Context, int) error {
+		return func(ctx context.Context, i int) error {
+			_, err := s.Allow(ctx, Request{Subject: "key:" + strconv.Itoa(i%1000), Route: "GET /x", Limits: []Limit{benchLimit}})
+			return err
+		}
+	}
+	var vsRate, bareVsTool, usageRate, bareRate, rrRate, toolRate, usageP99, bareP99, rrP99, usageP50 []float64
+	b.ResetTimer()
+	for range b.N {
+		r, lat, err := measureCallers(per, storeDecide(storeUsage))
+		if err != nil {
+			b.Fatal(err)
+		}
+		usageRate, usageP50, usageP99 = append(usageRate, r), append(usageP50, percentileMicros(lat, .5)), append(usageP99, percentileMicros(lat, .99))
+		rb, lat, err := measureCallers(per, storeDecide(storeBare))
+		if err != nil {
+			b.Fatal(err)
+		}
+		bareRate, bareP99 = append(bareRate, rb), append(bareP99, percentileMicros(lat, .99))
+		rr, lat, err := measureCallers(per, func(ctx context.Context, i int) error {
+			_, err := limiter.Allow(ctx, prefix+"rr{key:"+strconv.Itoa(i%1000)+"}", rrLimit)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rrRate, rrP99 = append(rrRate, rr), append(rrP99, percentileMicros(lat, .99))
+		t, err := runRedisBenchmark(tool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		toolRate = append(toolRate, t)
+		vsRate = append(vsRate, r/rr)
+		bareVsTool = append(bareVsTool, rb/t)
+	}
+	b.StopTimer()
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	b.ReportMetric(median(usageRate), "store-dec/s")
+	b.ReportMetric(median(usageP50), "store-p50-µs")
+	b.ReportMetric(median(usageP99), "store-p99-µs")
+	b.ReportMetric(median(bareRate), "store-nousage-dec/s")
+	b.ReportMetric(median(bareP99), "store-nousage-p99-µs")
+	b.ReportMetric(median(rrRate), "redis_rate-dec/s")
+	b.ReportMetric(median(rrP99), "redis_rate-p99-µs")
+	b.ReportMetric(median(toolRate), "redis-benchmark-dec/s")
+	b.ReportMetric(median(vsRate), "store/redis_rate")
+	b.ReportMetric(median(bareVsTool), "store-nousage/redis-benchmark")
 	b.ReportMetric(0, "ns/op")
 }

@@ -15,6 +15,9 @@
 -- Returns {allowed, delay us, then per limit: allowed, remaining, reset us,
 -- retry us}. Nothing is written unless every limit admits (all or nothing),
 -- except usage counters; every key written gets a TTL here.
+--
+-- Redis runs this body on every call, so it avoids tables on the one-limit
+-- path and calls Redis as few times as the algorithm allows.
 
 local consume = ARGV[1] == 'a'
 local now
@@ -31,75 +34,81 @@ local function num(x)
   return string.format('%.17g', x)
 end
 
-local function ms(us)
-  return math.max(1, math.ceil(us / 1000))
+local function cost_of(member)
+  return tonumber(string.match(member, '^%d+:(%d+):'))
 end
 
--- load reads one limit's state.
-local function load(alg, k1, k2, w)
-  local s = {}
-  if alg == 'fw' then
+-- layer reads limit i's state and decides it. It returns allowed,
+-- remaining, reset, retry, wait, and the state to write when commit is true
+-- and the limit admits (x, y, z: see write).
+local function layer(i, commit)
+  local a = 5 + (i - 1) * 6
+  local alg = ARGV[a + 1]
+  local L, W, B, c = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local k1 = KEYS[2 * i - 1]
+  local now = now
+  if alg == 'tb' or alg == 'lb' then
+    -- the value is 'tat|expiry', the expiry (us) its TTL was last set to
+    local tat, exp
+    local v = redis.call('GET', k1)
+    if v then
+      local a, b = string.match(v, '^([^|]+)|(.*)$')
+      tat, exp = tonumber(a), b
+    end
+    local t = W / L
+    local base = now
+    if tat and tat > now then base = tat end
+    local tol = B * t
+    if alg == 'tb' then
+      local newTat = base + c * t
+      local ok = newTat - now <= tol
+      local used = base - now
+      if ok and commit then used = newTat - now end
+      local retry = 0
+      if not ok then retry = math.ceil(newTat - now - tol) end
+      return ok, math.max(0, math.floor((tol - used) / t)), math.ceil(used), retry, 0, newTat, exp
+    end
+    local wait = base - now
+    local ok = wait <= tol
+    local depth, delay, newTat = wait, 0, base + c * t
+    if ok and commit then
+      depth = newTat - now
+      delay = math.ceil(wait)
+    end
+    local retry = 0
+    if not ok then retry = math.ceil(wait - tol) end
+    return ok, math.max(0, math.floor((tol - depth) / t) + 1), math.ceil(depth), retry, delay, newTat, exp
+  elseif alg == 'fw' then
     local v = redis.call('HMGET', k1, 'i', 'n')
-    s.idx, s.count = tonumber(v[1]), tonumber(v[2]) or 0
-  elseif alg == 'swc' then
-    local v = redis.call('HMGET', k1, 'i', 'c', 'p')
-    s.idx, s.count, s.prev = tonumber(v[1]), tonumber(v[2]) or 0, tonumber(v[3]) or 0
-  elseif alg == 'tb' or alg == 'lb' then
-    s.tat = tonumber(redis.call('GET', k1))
-  else
-    local v = redis.call('HMGET', k2, 'n', 'q')
-    local sum = tonumber(v[1]) or 0
-    local old = redis.call('ZRANGEBYSCORE', k1, '-inf', num(now - w))
-    for _, m in ipairs(old) do
-      sum = sum - tonumber(string.match(m, '^%d+:(%d+):'))
-    end
-    s.sum, s.seq, s.expired = sum, tonumber(v[2]) or 0, #old
-    local newest = redis.call('ZRANGE', k1, -1, -1, 'WITHSCORES')
-    if #newest == 2 and tonumber(newest[2]) > now - w then
-      s.newest = tonumber(newest[2])
-    end
-  end
-  return s
-end
-
--- eval returns allowed, remaining, reset, retry, wait and the state to write
--- when commit is true and the limit admits.
-local function eval(alg, s, p, k1, commit)
-  local L, W, B, c = p.L, p.W, p.B, p.c
-  local now = now -- the fixed and sliding windows may clamp it for their layer
-  if alg == 'fw' then
+    local sidx = tonumber(v[1])
     local idx = math.floor(now / W)
     -- a clock that stepped back across a boundary counts in the stored window
-    if s.idx and s.idx > idx then idx = s.idx; now = s.idx * W end
+    if sidx and sidx > idx then idx = sidx; now = sidx * W end
     local count = 0
-    if s.idx == idx then count = s.count end
+    if sidx == idx then count = tonumber(v[2]) end
     local ok = count + c <= L
-    local nxt
-    if ok and commit then
-      count = count + c
-      nxt = {idx = idx, count = count}
-    end
+    if ok and commit then count = count + c end
     local reset = (idx + 1) * W - now
     local retry = 0
     if not ok then retry = reset end
-    return ok, math.max(0, L - count), reset, retry, 0, nxt
+    return ok, math.max(0, L - count), reset, retry, 0, idx, count, sidx ~= idx
   elseif alg == 'swc' then
+    local v = redis.call('HMGET', k1, 'i', 'c', 'p')
+    local sidx = tonumber(v[1])
     local idx = math.floor(now / W)
-    if s.idx and s.idx > idx then idx = s.idx; now = s.idx * W end
+    if sidx and sidx > idx then idx = sidx; now = sidx * W end
     local curr, prev = 0, 0
-    if s.idx == idx then
-      curr, prev = s.count, s.prev
-    elseif s.idx == idx - 1 then
-      prev = s.count
+    if sidx == idx then
+      curr, prev = tonumber(v[2]), tonumber(v[3])
+    elseif sidx == idx - 1 then
+      prev = tonumber(v[2])
     end
     local elapsed = now - idx * W
     local est = prev * (W - elapsed) / W + curr
     local ok = est + c <= L
-    local nxt
     if ok and commit then
       curr = curr + c
       est = est + c
-      nxt = {idx = idx, count = curr, prev = prev}
     end
     local reset = 0
     if curr > 0 then
@@ -118,133 +127,125 @@ local function eval(alg, s, p, k1, commit)
         retry = (idx + 1) * W - now + W - math.floor((L - c) * W / curr)
       end
     end
-    return ok, math.max(0, math.floor(L - est)), reset, retry, 0, nxt
-  elseif alg == 'tb' then
-    local t = W / L
-    local base = now
-    if s.tat and s.tat > now then base = s.tat end
-    local tol = B * t
-    local newTat = base + c * t
-    local ok = newTat - now <= tol
-    local used = base - now
-    local nxt
-    if ok and commit then
-      used = newTat - now
-      nxt = {tat = newTat}
-    end
-    local retry = 0
-    if not ok then retry = math.ceil(newTat - now - tol) end
-    return ok, math.max(0, math.floor((tol - used) / t)), math.ceil(used), retry, 0, nxt
-  elseif alg == 'lb' then
-    local t = W / L
-    local base = now
-    if s.tat and s.tat > now then base = s.tat end
-    local tol = B * t
-    local wait = base - now
-    local ok = wait <= tol
-    local depth = wait
-    local nxt
-    local delay = 0
-    if ok and commit then
-      local newTat = base + c * t
-      depth = newTat - now
-      nxt = {tat = newTat}
-      delay = math.ceil(wait)
-    end
-    local retry = 0
-    if not ok then retry = math.ceil(wait - tol) end
-    return ok, math.max(0, math.floor((tol - depth) / t) + 1), math.ceil(depth), retry, delay, nxt
-  else
-    local sum = s.sum
-    local ok = sum + c <= L
-    local newest = s.newest
-    local nxt
-    if ok and commit then
-      sum = sum + c
-      newest = now
-      nxt = {sum = sum}
-    end
-    local reset = 0
-    if newest then reset = newest + W - now end
-    local retry = 0
-    if not ok then
-      retry = reset
-      if c <= L then
-        local need, freed = sum + c - L, 0
-        local live = redis.call('ZRANGEBYSCORE', k1, '(' .. num(now - W), '+inf', 'WITHSCORES', 'LIMIT', 0, c)
-        for j = 1, #live, 2 do
-          freed = freed + tonumber(string.match(live[j], '^%d+:(%d+):'))
-          if freed >= need then
-            retry = tonumber(live[j + 1]) + W - now
-            break
-          end
+    return ok, math.max(0, math.floor(L - est)), reset, retry, 0, idx, curr, prev, sidx ~= idx
+  end
+  -- sliding log: members are 'us:cost:seq'; the metadata hash holds the sum
+  -- of the logged costs (n) and the last sequence number (q).
+  local v = redis.call('HMGET', KEYS[2 * i], 'n', 'q')
+  local sum = tonumber(v[1]) or 0
+  local old = redis.call('ZRANGEBYSCORE', k1, '-inf', num(now - W))
+  for j = 1, #old do
+    sum = sum - cost_of(old[j])
+  end
+  local newest
+  local last = redis.call('ZRANGE', k1, -1, -1, 'WITHSCORES')
+  if #last == 2 and tonumber(last[2]) > now - W then newest = tonumber(last[2]) end
+  local ok = sum + c <= L
+  if ok and commit then
+    sum = sum + c
+    newest = now
+  end
+  local reset = 0
+  if newest then reset = newest + W - now end
+  local retry = 0
+  if not ok then
+    retry = reset
+    if c <= L then
+      local need, freed = sum + c - L, 0
+      local live = redis.call('ZRANGEBYSCORE', k1, '(' .. num(now - W), '+inf', 'WITHSCORES', 'LIMIT', 0, c)
+      for j = 1, #live, 2 do
+        freed = freed + cost_of(live[j])
+        if freed >= need then
+          retry = tonumber(live[j + 1]) + W - now
+          break
         end
       end
     end
-    return ok, math.max(0, L - sum), reset, retry, 0, nxt
   end
+  return ok, math.max(0, L - sum), reset, retry, 0, sum, (tonumber(v[2]) or 0) + 1, #old
 end
 
-local function store(alg, k1, k2, s, p, nxt)
-  if alg == 'fw' then
-    redis.call('HSET', k1, 'i', num(nxt.idx), 'n', num(nxt.count))
-    redis.call('PEXPIRE', k1, ms((nxt.idx + 1) * p.W - now))
-  elseif alg == 'swc' then
-    redis.call('HSET', k1, 'i', num(nxt.idx), 'c', num(nxt.count), 'p', num(nxt.prev))
-    redis.call('PEXPIRE', k1, ms((nxt.idx + 2) * p.W - now))
-  elseif alg == 'tb' or alg == 'lb' then
-    redis.call('SET', k1, num(nxt.tat), 'PX', ms(nxt.tat - now))
-  else
-    if s.expired > 0 then
-      redis.call('ZREMRANGEBYSCORE', k1, '-inf', num(now - p.W))
-    end
-    local seq = s.seq + 1
-    redis.call('ZADD', k1, num(now), string.format('%d:%d:%d', now, p.c, seq))
-    redis.call('HSET', k2, 'n', num(nxt.sum), 'q', num(seq))
-    redis.call('PEXPIRE', k1, ms(p.W))
-    redis.call('PEXPIRE', k2, ms(p.W))
-  end
-end
-
-local algs, ps, states, oks = {}, {}, {}, {}
-local allowed = true
-local res = {}
-for i = 1, n do
+-- write persists limit i's consumed state with its TTL. A window's TTL is
+-- set when the window changes, a bucket's when its full time outruns it, the
+-- sliding log's on every write.
+local function write(i, x, y, z, w)
   local a = 5 + (i - 1) * 6
-  local alg = ARGV[a + 1]
-  local p = {L = tonumber(ARGV[a + 2]), W = tonumber(ARGV[a + 3]), B = tonumber(ARGV[a + 4]),
-    c = tonumber(ARGV[a + 5]), q = ARGV[a + 6] == '1'}
-  local s = load(alg, KEYS[2 * i - 1], KEYS[2 * i], p.W)
-  local ok, rem, reset, retry, wait, nxt = eval(alg, s, p, KEYS[2 * i - 1], consume)
-  algs[i], ps[i], states[i] = alg, p, s
-  res[i] = {ok, rem, reset, retry, wait, nxt}
-  allowed = allowed and ok
+  local alg, W = ARGV[a + 1], tonumber(ARGV[a + 3])
+  local k1 = KEYS[2 * i - 1]
+  if alg == 'tb' or alg == 'lb' then
+    -- Setting a TTL costs Redis far more than a plain SET, so the TTL runs
+    -- a window past the bucket's full time and is renewed only when the
+    -- full time passes it.
+    if y and x <= tonumber(y) then
+      redis.call('SET', k1, num(x) .. '|' .. y, 'KEEPTTL')
+    else
+      local e = math.ceil(x + W)
+      redis.call('SET', k1, num(x) .. '|' .. string.format('%d', e), 'PX', math.max(1, math.ceil((e - now) / 1000)))
+    end
+  elseif alg == 'fw' then
+    redis.call('HSET', k1, 'i', num(x), 'n', num(y))
+    if z then redis.call('PEXPIRE', k1, math.max(1, math.ceil(((x + 1) * W - now) / 1000))) end
+  elseif alg == 'swc' then
+    redis.call('HSET', k1, 'i', num(x), 'c', num(y), 'p', num(z))
+    if w then redis.call('PEXPIRE', k1, math.max(1, math.ceil(((x + 2) * W - now) / 1000))) end
+  else
+    local k2 = KEYS[2 * i]
+    if z > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', num(now - W)) end
+    redis.call('ZADD', k1, num(now), string.format('%d:%d:%d', now, tonumber(ARGV[a + 5]), y))
+    redis.call('HSET', k2, 'n', num(x), 'q', num(y))
+    local ttl = math.max(1, math.ceil(W / 1000))
+    redis.call('PEXPIRE', k1, ttl)
+    redis.call('PEXPIRE', k2, ttl)
+  end
 end
 
+local function count_usage(allowed)
+  if not consume or ARGV[4] == '' then return end
+  local field = 'r'
+  if allowed then field = 'a' end
+  local k = KEYS[2 * n + 1]
+  -- A field's first increment is when its hash may have just been created.
+  if redis.call('HINCRBY', k, ARGV[4] .. field, 1) == 1 then
+    redis.call('EXPIRE', k, tonumber(ARGV[5]))
+  end
+end
+
+local function delay_of(i, wait)
+  if ARGV[5 + (i - 1) * 6 + 6] == '1' then return wait end
+  return 0
+end
+
+if n == 1 then
+  local ok, rem, reset, retry, wait, x, y, z, w = layer(1, consume)
+  local delay = 0
+  if ok and consume then
+    write(1, x, y, z, w)
+    delay = delay_of(1, wait)
+  end
+  count_usage(ok)
+  return {ok and 1 or 0, delay, ok and 1 or 0, rem, reset, retry}
+end
+
+local res = {}
+local allowed = true
+for i = 1, n do
+  res[i] = {layer(i, consume)}
+  allowed = allowed and res[i][1]
+end
 local delay = 0
 if consume and allowed then
   for i = 1, n do
-    store(algs[i], KEYS[2 * i - 1], KEYS[2 * i], states[i], ps[i], res[i][6])
-    if ps[i].q then delay = math.max(delay, res[i][5]) end
+    local r = res[i]
+    write(i, r[6], r[7], r[8], r[9])
+    delay = math.max(delay, delay_of(i, r[5]))
   end
 elseif consume then
   -- All or nothing: layers that would have admitted report untouched state.
   for i = 1, n do
-    if res[i][1] then
-      local ok, rem, reset, retry, wait = eval(algs[i], states[i], ps[i], KEYS[2 * i - 1], false)
-      res[i] = {ok, rem, reset, retry, wait}
-    end
+    if res[i][1] then res[i] = {layer(i, false)} end
   end
 end
-
-if consume and ARGV[4] ~= '' then
-  local field = 'r'
-  if allowed then field = 'a' end
-  local k = KEYS[2 * n + 1]
-  redis.call('HINCRBY', k, ARGV[4] .. field, 1)
-  redis.call('EXPIRE', k, tonumber(ARGV[5]))
-end
-
+count_usage(allowed)
 local out = {allowed and 1 or 0, delay}
 for i = 1, n do
   local r = res[i]
