@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,15 @@ type RedisOptions struct {
 	// Registerer, when set, receives decision counters, pipeline latency
 	// and pipeline size histograms.
 	Registerer prometheus.Registerer
+	// NegativeCacheSize, when positive, remembers up to that many rejected
+	// (subject, route) decisions whose rejecting layers are all in
+	// ModeReject, and rejects the same request with the same limits locally
+	// until the latest RetryAfter has passed, sparing Redis a client that
+	// hammers past its limit. The price: rejections answered locally are not
+	// counted in usage, and a counter reset by hand in Redis is noticed only
+	// when the cached rejection runs out. A changed limit is a different
+	// request and misses the cache. Off by default.
+	NegativeCacheSize int
 }
 
 // RedisStore is the Store shared by every instance: each decision is one
@@ -69,6 +79,7 @@ type RedisStore struct {
 	usage    bool
 	maxBatch int
 	metrics  *storeMetrics
+	negative *negativeCache
 
 	queue     chan *redisCall
 	stop      chan struct{}
@@ -121,6 +132,9 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	}
 	if s.maxBatch <= 0 {
 		s.maxBatch = 128
+	}
+	if opts.NegativeCacheSize > 0 {
+		s.negative = &negativeCache{max: opts.NegativeCacheSize, entries: make(map[string]negativeEntry)}
 	}
 	queueSize := opts.QueueSize
 	if queueSize <= 0 {
@@ -195,6 +209,14 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Dec
 	if err := validateRequest(req); err != nil {
 		return Decision{}, err
 	}
+	var negKey string
+	if consume && s.negative != nil {
+		negKey = req.Subject + "\x00" + req.Route
+		if d, ok := s.negative.get(negKey, req.Limits, s.clock()); ok {
+			s.metrics.count(false)
+			return d, nil
+		}
+	}
 	call, err := s.prepare(req, consume)
 	if err != nil {
 		return Decision{}, err
@@ -215,8 +237,81 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Dec
 		r := reply[2+4*i:]
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
 	}
+	if negKey != "" && !d.Allowed {
+		s.negative.put(negKey, req.Limits, d, s.clock())
+	}
 	s.metrics.count(d.Allowed)
 	return d, nil
+}
+
+// negativeCache holds rejections that cannot turn into admissions before
+// their RetryAfter (see RedisOptions.NegativeCacheSize).
+type negativeCache struct {
+	mu      sync.Mutex
+	max     int
+	entries map[string]negativeEntry
+}
+
+type negativeEntry struct {
+	at, until time.Time
+	decision  Decision
+}
+
+func (c *negativeCache) get(key string, limits []Limit, now time.Time) (Decision, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	if ok && !now.Before(e.until) {
+		delete(c.entries, key)
+		ok = false
+	}
+	c.mu.Unlock()
+	if !ok || len(e.decision.Layers) != len(limits) {
+		return Decision{}, false
+	}
+	for i, l := range limits {
+		if e.decision.Layers[i].Limit != l {
+			return Decision{}, false
+		}
+	}
+	elapsed := now.Sub(e.at)
+	d := Decision{Layers: make([]LayerResult, len(limits))}
+	for i, l := range e.decision.Layers {
+		l.ResetAfter = max(0, l.ResetAfter-elapsed)
+		if !l.Allowed {
+			l.RetryAfter = max(time.Microsecond, l.RetryAfter-elapsed)
+		}
+		d.Layers[i] = l
+	}
+	return d, true
+}
+
+// put remembers a rejection when every rejecting layer is in ModeReject;
+// queued and degraded requests must reach their handler's own logic.
+func (c *negativeCache) put(key string, limits []Limit, d Decision, now time.Time) {
+	var wait time.Duration
+	for _, l := range d.Layers {
+		if l.Allowed {
+			continue
+		}
+		if l.Limit.Mode != ModeReject && l.Limit.Mode != "" {
+			return
+		}
+		wait = max(wait, l.RetryAfter)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= c.max {
+		for k, e := range c.entries {
+			if !now.Before(e.until) {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= c.max {
+			return // bounded: a full cache of live rejections takes no more
+		}
+	}
+	d.Layers = slices.Clone(d.Layers) // the caller owns the original
+	c.entries[key] = negativeEntry{at: now, until: now.Add(wait), decision: d}
 }
 
 // prepare builds the script's keys and arguments (see scripts/decide.lua).

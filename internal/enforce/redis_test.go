@@ -333,3 +333,58 @@ func TestRedisStoreOneScriptCallPerDecision(t *testing.T) {
 		})
 	}
 }
+
+func TestRedisStoreNegativeCache(t *testing.T) {
+	strict := Limit{Name: "strict", Algorithm: FixedWindow, Limit: 1, Window: 10 * time.Second}
+	queued := Limit{Name: "queued", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Mode: ModeQueue}
+	raised := strict
+	raised.Limit = 5
+	cases := []struct {
+		name       string
+		limits     []Limit
+		route      string // of the request made while Redis is down
+		later      []Limit
+		at         time.Duration // when that request is made
+		wantCached bool
+	}{
+		{name: "RepeatsRejectionWithoutRedis", limits: []Limit{strict}, route: "GET /a", later: []Limit{strict}, at: 4 * time.Second, wantCached: true},
+		{name: "ExpiresWithRetryAfter", limits: []Limit{strict}, route: "GET /a", later: []Limit{strict}, at: 10 * time.Second},
+		{name: "OtherRouteMisses", limits: []Limit{strict}, route: "GET /b", later: []Limit{strict}, at: time.Second},
+		{name: "ChangedLimitMisses", limits: []Limit{strict}, route: "GET /a", later: []Limit{raised}, at: time.Second},
+		{name: "QueueModeIsNeverCached", limits: []Limit{queued}, route: "GET /a", later: []Limit{queued}, at: time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startPrivateRedis(t)
+			clock := newFakeClock()
+			store := newTestRedisStore(t, srv.client(), RedisOptions{Prefix: "t:", Now: clock.Now, Timeout: 200 * time.Millisecond, NegativeCacheSize: 10})
+			ctx := context.Background()
+			req := Request{Subject: "key:1", Route: "GET /a", Limits: tc.limits}
+			if d, err := store.Allow(ctx, req); err != nil || !d.Allowed {
+				t.Fatalf("first request: %+v, %v; want admitted", d, err)
+			}
+			rejected, err := store.Allow(ctx, req)
+			if err != nil || rejected.Allowed {
+				t.Fatalf("second request: %+v, %v; want rejected", rejected, err)
+			}
+			srv.stop()
+			clock.Set(epoch.Add(tc.at))
+			d, err := store.Allow(ctx, Request{Subject: "key:1", Route: tc.route, Limits: tc.later})
+			if !tc.wantCached {
+				if !errors.Is(err, ErrStoreUnavailable) {
+					t.Fatalf("Allow = %+v, %v; want a Redis call failing with ErrStoreUnavailable", d, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Allow = %v; want the cached rejection", err)
+			}
+			want := rejected.Layers[0]
+			want.RetryAfter -= tc.at
+			want.ResetAfter -= tc.at
+			if d.Allowed || len(d.Layers) != 1 || d.Layers[0] != want {
+				t.Errorf("cached decision = %+v, want rejected with %+v", d, want)
+			}
+		})
+	}
+}
