@@ -1,0 +1,71 @@
+package enforce
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counterValue reads one sample of a gathered counter or histogram count.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue metrics
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return 0
+}
+
+func TestStoresShareOneRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clock := newFakeClock()
+	mem := NewMemoryStore(MemoryOptions{Now: clock.Now, Registerer: reg})
+	client, prefix := newTestRedis(t)
+	red := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Registerer: reg, Timeout: 2 * time.Second})
+	req := Request{Subject: "key:1", Limits: []Limit{{Name: "l", Algorithm: FixedWindow, Limit: 2, Window: time.Minute}}}
+	for _, s := range []Store{mem, red} {
+		for range 3 {
+			if _, err := s.Allow(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases := []struct {
+		name   string
+		metric string
+		labels map[string]string
+		want   float64
+	}{
+		{"MemoryAllowed", "sluice_ratelimit_decisions_total", map[string]string{"store": "memory", "result": "allowed"}, 2},
+		{"MemoryRejected", "sluice_ratelimit_decisions_total", map[string]string{"store": "memory", "result": "rejected"}, 1},
+		{"RedisAllowed", "sluice_ratelimit_decisions_total", map[string]string{"store": "redis", "result": "allowed"}, 2},
+		{"RedisRejected", "sluice_ratelimit_decisions_total", map[string]string{"store": "redis", "result": "rejected"}, 1},
+		{"PipelinesTimed", "sluice_redis_pipeline_decisions", nil, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := counterValue(t, reg, tc.metric, tc.labels); got != tc.want {
+				t.Errorf("%s%v = %v, want %v", tc.metric, tc.labels, got, tc.want)
+			}
+		})
+	}
+}
