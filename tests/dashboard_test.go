@@ -1,12 +1,16 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluicehq/sluice/internal/plans"
@@ -221,4 +225,56 @@ func TestDashboardFirstLoadBytes(t *testing.T) {
 			t.Errorf("%s fetched again (%.0f bytes) on the next page", r.Name, r.Wire)
 		}
 	}
+}
+
+// TestDashboardOverviewDark: the usage overview counts a client's traffic and
+// follows the system's dark colour scheme.
+func TestDashboardOverviewDark(t *testing.T) {
+	p := startPortal(t)
+	k, secret := p.keyOnPlan(t, "gold",
+		plans.LimitInput{Name: "items", Route: "GET /api/items/{id}", Algorithm: "fixed_window", Limit: 5, WindowSeconds: 300})
+	ctx := browser(t, 60*time.Second)
+	do(t, ctx, "dark scheme", chromedp.Action[chromedp.Void](func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return chromedp.Void{}, err
+	}))
+	// Land somewhere that does not compute the (cached) usage summary yet.
+	signInTo(t, ctx, p.URL, operatorEmail, "/admin/audit")
+
+	admitted, rejected := 0, 0
+	for range 8 {
+		switch s := apiStatus(t, p.URL, "/api/items/3", secret); s {
+		case http.StatusOK:
+			admitted++
+		case http.StatusTooManyRequests:
+			rejected++
+		default:
+			t.Fatalf("traffic: status %d", s)
+		}
+	}
+	if admitted != 5 || rejected != 3 {
+		t.Fatalf("traffic admitted %d rejected %d, want 5 and 3", admitted, rejected)
+	}
+	// The overview lists keys used in the last hour; the key's last use
+	// reaches Postgres in the next batch (every second here).
+	if _, ok := eventually(5*time.Second, func() bool {
+		var used bool
+		err := p.Pool.QueryRow(context.Background(), `SELECT last_used_at IS NOT NULL FROM api_keys WHERE id = $1`, k.ID).Scan(&used)
+		return err == nil && used
+	}); !ok {
+		t.Fatal("the key's last use was not recorded within 5 s")
+	}
+	do(t, ctx, "open overview", chromedp.Navigate(p.URL+"/admin"), chromedp.WaitVisible(tid("overview")))
+	if got := [2]string{textOf(t, ctx, "total-admitted"), textOf(t, ctx, "total-rejected")}; got != [2]string{"5", "3"} {
+		t.Fatalf("overview shows admitted/rejected %q, want 5 and 3", got)
+	}
+	if got := textOf(t, ctx, "consumer-row"); !strings.Contains(got, "e2e key") {
+		t.Errorf("top consumer %q", got)
+	}
+	bg, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
+	if err != nil || bg != "rgb(13, 17, 23)" {
+		t.Errorf("body background %q (%v), want the dark scheme's rgb(13, 17, 23)", bg, err)
+	}
+	screenshot(t, ctx, "overview-dark")
 }

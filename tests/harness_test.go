@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,8 +206,18 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // signIn signs the browser in through the form.
 func signIn(t *testing.T, ctx context.Context, base, email string) {
 	t.Helper()
+	signInTo(t, ctx, base, email, "")
+}
+
+// signInTo signs in and lands on next (a local path; "" for the default).
+func signInTo(t *testing.T, ctx context.Context, base, email, next string) {
+	t.Helper()
+	u := base + "/signin"
+	if next != "" {
+		u += "?next=" + url.QueryEscape(next)
+	}
 	do(t, ctx, "sign in",
-		chromedp.Navigate(base+"/signin"),
+		chromedp.Navigate(u),
 		chromedp.WaitVisible(tid("signin-form")),
 		chromedp.SendKeys(tid("signin-email"), email),
 		chromedp.SendKeys(tid("signin-password"), password),
