@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"time"
@@ -70,30 +69,64 @@ func newRig(p plans.Plan, now time.Time) (*rig, *enforce.Middleware) {
 	return &rig{mux: http.NewServeMux()}, mw
 }
 
-func (r *rig) do(e Endpoint) Response {
-	var body *strings.Reader
-	if e.ExampleBody != "" {
-		body = strings.NewReader(e.ExampleBody)
-	} else {
-		body = strings.NewReader("")
+// recorder is a minimal http.ResponseWriter reused across the thousands of
+// requests a drain can take; httptest.ResponseRecorder clones headers on
+// every write, which made building the docs noticeably slow.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *recorder) Header() http.Header { return w.header }
+
+func (w *recorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
 	}
-	req := httptest.NewRequestWithContext(context.Background(), e.Method, e.ExamplePath, body)
-	req.Header.Set("Authorization", "Bearer sk_example")
-	rec := httptest.NewRecorder()
-	r.mux.ServeHTTP(rec, req)
-	resp := Response{Status: rec.Code}
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.body.Write(b)
+}
+
+func (w *recorder) reset() {
+	clear(w.header)
+	w.status = 0
+	w.body.Reset()
+}
+
+// response converts what was recorded into a Response.
+func (w *recorder) response() Response {
+	resp := Response{Status: w.status}
 	for _, name := range shownHeaders {
-		if v := rec.Header().Get(name); v != "" {
+		if v := w.header.Get(name); v != "" {
 			resp.Headers = append(resp.Headers, Header{name, v})
 		}
 	}
-	if b := rec.Body.Bytes(); len(b) > 0 && json.Valid(b) {
+	if b := w.body.Bytes(); len(b) > 0 && json.Valid(b) {
 		var out bytes.Buffer
 		if json.Indent(&out, b, "", "  ") == nil {
 			resp.Body = strings.TrimSpace(out.String())
 		}
 	}
 	return resp
+}
+
+// do sends one request for e and leaves the answer in w.
+func (r *rig) do(e Endpoint, w *recorder) {
+	req, err := http.NewRequestWithContext(context.Background(), e.Method, "http://api.example"+e.ExamplePath, strings.NewReader(e.ExampleBody))
+	if err != nil {
+		// ExamplePath is our own constant; a bad one is a programming error.
+		panic(fmt.Sprintf("docs: example request for %s: %v", e.Route, err))
+	}
+	req.RemoteAddr = "192.0.2.1:1234"
+	req.Header.Set("Authorization", "Bearer sk_example")
+	w.reset()
+	r.mux.ServeHTTP(w, req)
 }
 
 // examples records plan p's answers on endpoint e: the first request, and
@@ -106,19 +139,34 @@ func examples(p plans.Plan, e Endpoint, now time.Time) (Examples, error) {
 		w.WriteHeader(e.Status)
 	})))
 	var ex Examples
-	ex.First = r.do(e)
+	w := &recorder{header: http.Header{}}
+	r.do(e, w)
+	ex.First = w.response()
 	if ex.First.Status != e.Status {
 		return Examples{}, fmt.Errorf("first request answered %d, want %d", ex.First.Status, e.Status)
 	}
 	for i := 1; i < maxDrain; i++ {
-		resp := r.do(e)
-		plain := resp.Status == e.Status && header(resp, enforce.HeaderDegraded) == "" &&
-			header(resp, enforce.HeaderQueueDelay) == ""
+		r.do(e, w)
+		plain := w.status == e.Status && w.header.Get(enforce.HeaderDegraded) == "" &&
+			w.header.Get(enforce.HeaderQueueDelay) == ""
 		if !plain && ex.Over == nil {
+			resp := w.response()
 			ex.Over, ex.OverAfter = &resp, i
 		}
-		if resp.Status == http.StatusTooManyRequests {
-			ex.Rejected, ex.RejectedAfter = &resp, i
+		if w.header.Get(enforce.HeaderDegraded) != "" {
+			// A degraded request consumed nothing (decisions are all or
+			// nothing), so on a frozen clock every further one is degraded
+			// too: this endpoint never answers 429 from here.
+			break
+		}
+		if w.status == http.StatusTooManyRequests {
+			if ex.OverAfter == i {
+				ex.Rejected = ex.Over
+			} else {
+				resp := w.response()
+				ex.Rejected = &resp
+			}
+			ex.RejectedAfter = i
 			break
 		}
 	}
@@ -129,7 +177,9 @@ func examples(p plans.Plan, e Endpoint, now time.Time) (Examples, error) {
 func statusExample(p plans.Plan, now time.Time) (Response, error) {
 	r, mw := newRig(p, now)
 	r.mux.Handle(sampleapi.RouteStatus, mw.StatusHandler())
-	resp := r.do(Endpoint{Method: "GET", ExamplePath: "/api/rate-limit-status"})
+	w := &recorder{header: http.Header{}}
+	r.do(Endpoint{Method: "GET", ExamplePath: "/api/rate-limit-status"}, w)
+	resp := w.response()
 	if resp.Status != http.StatusOK {
 		return Response{}, fmt.Errorf("status endpoint answered %d", resp.Status)
 	}
