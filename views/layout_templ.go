@@ -178,7 +178,7 @@ func Layout(p Page) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</head><body hx-boost=\"false\"><header class=\"top\"><a class=\"brand\" href=\"/\" data-testid=\"brand\">Sluice</a><nav aria-label=\"Main\" data-testid=\"nav\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</head><body><header class=\"top\"><a class=\"brand\" href=\"/\" data-testid=\"brand\">Sluice</a><nav aria-label=\"Main\" data-testid=\"nav\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
