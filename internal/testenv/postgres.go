@@ -23,7 +23,8 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 )
 
-const localPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+// localPostgresAddr is where a machine's own Postgres usually listens.
+const localPostgresAddr = "127.0.0.1:5432"
 
 // pgServer is the Postgres server the tests of this binary share and the
 // migrated template their databases are cloned from. It is process-wide on
@@ -91,7 +92,7 @@ func PostgresURL(t testing.TB) string {
 
 // startPostgres finds a server and prepares the migrated template.
 func startPostgres() (*pgServer, error) {
-	adminURL, err := findPostgres()
+	adminURL, err := findPostgres(localPostgresAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +105,10 @@ func startPostgres() (*pgServer, error) {
 	return s, nil
 }
 
-// findPostgres picks the server per the package documentation.
-func findPostgres() (string, error) {
+// findPostgres picks the server per the package documentation; local is the
+// address of the machine's own server (a parameter so tests can point it at
+// nothing).
+func findPostgres(local string) (string, error) {
 	u := firstEnv("TEST_DATABASE_URL", "DATABASE_URL")
 	if u == "embedded" {
 		return startEmbedded()
@@ -113,20 +116,21 @@ func findPostgres() (string, error) {
 	if u != "" {
 		return u, nil
 	}
-	if reachable("127.0.0.1:5432") {
+	if reachable(local) {
+		localURL := "postgres://postgres@" + local + "/postgres?sslmode=disable"
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, localPostgresURL)
+		conn, err := pgx.Connect(ctx, localURL)
 		if err == nil {
 			_ = conn.Close(ctx)
-			return localPostgresURL, nil
+			return localURL, nil
 		}
 		if requireServices() {
-			return "", fmt.Errorf("127.0.0.1:5432 refuses user postgres: %w", err)
+			return "", fmt.Errorf("%s refuses user postgres: %w", local, err)
 		}
 	}
 	if requireServices() {
-		return "", errors.New("TEST_REQUIRE_SERVICES=1 but TEST_DATABASE_URL and DATABASE_URL are unset and nothing answers on 127.0.0.1:5432")
+		return "", fmt.Errorf("TEST_REQUIRE_SERVICES=1 but TEST_DATABASE_URL and DATABASE_URL are unset and nothing answers on %s", local)
 	}
 	return startEmbedded()
 }

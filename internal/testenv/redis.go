@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,7 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const localRedisURL = "redis://127.0.0.1:6379/0"
+// localRedisAddr is where a machine's own Redis usually listens.
+const localRedisAddr = "127.0.0.1:6379"
 
 // redisServer is the Redis server the tests of this binary share; process-wide
 // for the same reason as pgServer.
@@ -54,15 +54,16 @@ func Redis(t testing.TB) (redis.UniversalClient, string) {
 // still carry a prefix from Redis to be cleaned up.
 func RedisURL(t testing.TB) string {
 	t.Helper()
-	redisOnce.Do(func() { redisInst, redisErr = findRedis() })
+	redisOnce.Do(func() { redisInst, redisErr = findRedis(localRedisAddr) })
 	if redisErr != nil {
 		t.Fatalf("testenv: redis: %v", redisErr)
 	}
 	return redisInst.url
 }
 
-// findRedis picks the server per the package documentation.
-func findRedis() (*redisServer, error) {
+// findRedis picks the server per the package documentation; local is the
+// address of the machine's own server.
+func findRedis(local string) (*redisServer, error) {
 	u := firstEnv("TEST_REDIS_URL", "REDIS_URL")
 	if u == "miniredis" {
 		return startMiniredis()
@@ -70,22 +71,22 @@ func findRedis() (*redisServer, error) {
 	if u != "" {
 		return &redisServer{url: u}, nil
 	}
-	if reachable("127.0.0.1:6379") {
-		opts, _ := redis.ParseURL(localRedisURL)
-		c := redis.NewClient(opts)
+	if reachable(local) {
+		localURL := "redis://" + local + "/0"
+		c := redis.NewClient(&redis.Options{Addr: local})
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err := c.Ping(ctx).Err()
 		cancel()
 		_ = c.Close()
 		if err == nil {
-			return &redisServer{url: localRedisURL}, nil
+			return &redisServer{url: localURL}, nil
 		}
 		if requireServices() {
-			return nil, fmt.Errorf("127.0.0.1:6379 does not answer PING: %w", err)
+			return nil, fmt.Errorf("%s does not answer PING: %w", local, err)
 		}
 	}
 	if requireServices() {
-		return nil, errors.New("TEST_REQUIRE_SERVICES=1 but TEST_REDIS_URL and REDIS_URL are unset and nothing answers on 127.0.0.1:6379")
+		return nil, fmt.Errorf("TEST_REQUIRE_SERVICES=1 but TEST_REDIS_URL and REDIS_URL are unset and nothing answers on %s", local)
 	}
 	return startMiniredis()
 }
