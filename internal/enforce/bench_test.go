@@ -180,6 +180,58 @@ func BenchmarkXTimeRate(b *testing.B) {
 	})
 }
 
+// BenchmarkMemoryInterleaved alternates rounds of 200,000 serial decisions
+// of the memory store (AllowInto, usage off) and of x/time/rate, hot key and
+// 100,000 keys, one round of each per b.N, and reports the median of each
+// round's ratio, so a shared machine's load hits both alike. Run it with
+// -benchtime 10x.
+func BenchmarkMemoryInterleaved(b *testing.B) {
+	const per = 200_000
+	subjects := benchSubjects()
+	store := NewMemoryStore(MemoryOptions{DisableUsage: true})
+	for _, s := range append(subjects, "key:hot") {
+		fillBucket(store, s)
+	}
+	hot := rate.NewLimiter(rate.Limit(1e12), 1e12)
+	limiters := make(map[string]*rate.Limiter, benchKeys)
+	for _, s := range subjects {
+		limiters[s] = rate.NewLimiter(rate.Limit(1e12), 1e12)
+	}
+	ctx := context.Background()
+	layers := make([]LayerResult, 0, 1)
+	req := Request{Route: "GET /x", Limits: []Limit{benchLimit}}
+	timeIt := func(f func(i int)) float64 {
+		start := time.Now()
+		for i := range per {
+			f(i)
+		}
+		return float64(time.Since(start).Nanoseconds()) / per
+	}
+	var hotStore, hotRate, hotRatio, manyStore, manyRate, manyRatio []float64
+	b.ResetTimer()
+	for range b.N {
+		req.Subject = "key:hot"
+		s := timeIt(func(int) { store.AllowInto(ctx, req, layers) })
+		r := timeIt(func(int) { hot.Allow() })
+		hotStore, hotRate, hotRatio = append(hotStore, s), append(hotRate, r), append(hotRatio, s/r)
+		s = timeIt(func(i int) {
+			req.Subject = subjects[i%benchKeys]
+			store.AllowInto(ctx, req, layers)
+		})
+		r = timeIt(func(i int) { limiters[subjects[i%benchKeys]].Allow() })
+		manyStore, manyRate, manyRatio = append(manyStore, s), append(manyRate, r), append(manyRatio, s/r)
+	}
+	b.StopTimer()
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	b.ReportMetric(median(hotStore), "hot-store-ns")
+	b.ReportMetric(median(hotRate), "hot-xrate-ns")
+	b.ReportMetric(median(hotRatio), "hot-store/xrate")
+	b.ReportMetric(median(manyStore), "100k-store-ns")
+	b.ReportMetric(median(manyRate), "100k-xrate-ns")
+	b.ReportMetric(median(manyRatio), "100k-store/xrate")
+	b.ReportMetric(0, "ns/op")
+}
+
 // callers is the number of concurrent callers of the Redis benchmarks.
 const callers = 64
 

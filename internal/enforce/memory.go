@@ -16,7 +16,8 @@ type MemoryOptions struct {
 	// Now is the clock (default time.Now); tests inject a fake one.
 	Now func() time.Time
 	// Shards is the number of independently locked partitions of the state
-	// (default 64); more shards mean less lock contention across subjects.
+	// (default 64, rounded up to a power of two); more shards mean less lock
+	// contention across subjects.
 	Shards int
 	// SweepInterval bounds how long idle state can linger before a shard
 	// drops it (default one minute). Shards also sweep whenever they have
@@ -68,6 +69,18 @@ type limitState struct {
 
 const minSweepLen = 64
 
+// shardCount is n (default 64) rounded up to a power of two.
+func shardCount(n int) int {
+	if n <= 0 {
+		n = 64
+	}
+	c := 1
+	for c < n {
+		c <<= 1
+	}
+	return c
+}
+
 // NewMemoryStore returns an empty MemoryStore. It starts no goroutines.
 // Like prometheus.MustRegister it panics if opts.Registerer already holds a
 // different metric under one of its names.
@@ -79,16 +92,13 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	s := &MemoryStore{
 		now:        opts.Now,
 		seed:       maphash.MakeSeed(),
-		shards:     make([]memShard, max(opts.Shards, 1)),
+		shards:     make([]memShard, shardCount(opts.Shards)),
 		sweepEvery: opts.SweepInterval.Microseconds(),
 		usage:      !opts.DisableUsage,
 		metrics:    m,
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	if opts.Shards == 0 {
-		s.shards = make([]memShard, 64)
 	}
 	if s.sweepEvery <= 0 {
 		s.sweepEvery = time.Minute.Microseconds()
@@ -133,7 +143,8 @@ func (s *MemoryStore) Len() int {
 }
 
 func (s *MemoryStore) shard(subject string) *memShard {
-	return &s.shards[maphash.String(s.seed, subject)%uint64(len(s.shards))]
+	// The count is a power of two, so a mask replaces a division.
+	return &s.shards[maphash.String(s.seed, subject)&uint64(len(s.shards)-1)]
 }
 
 func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (Decision, error) {
