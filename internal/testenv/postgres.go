@@ -70,8 +70,20 @@ func PostgresURL(t testing.TB) string {
 	name := "sluice_test_" + randomSuffix(t, 8)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := pgInst.exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{pgInst.template}.Sanitize())); err != nil {
+	create := func() error {
+		return pgInst.exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
+			pgx.Identifier{name}.Sanitize(), pgx.Identifier{pgInst.template}.Sanitize()))
+	}
+	err := create()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "3D000" {
+		// invalid_catalog_name: a test binary with other migrations dropped
+		// our template as stale. Rebuild it once.
+		if err = pgInst.prepareTemplate(ctx); err == nil {
+			err = create()
+		}
+	}
+	if err != nil {
 		t.Fatalf("testenv: create database: %v", err)
 	}
 	t.Cleanup(func() {
