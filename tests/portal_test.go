@@ -2,9 +2,11 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,4 +151,83 @@ func TestPortalNewDeveloper(t *testing.T) {
 		t.Errorf("docs banner %q does not name the plan", got)
 	}
 	screenshot(t, ctx, "docs")
+}
+
+// TestClientAgainstPortal: 50 goroutines share one key on a plan allowing 10
+// requests per second on GET /api/items/{id}, through the real portal (the
+// sample API, the snapshot, the Redis store), with the Go client. Every call
+// must succeed, and the portal must never admit more than 10 in a window:
+// the admitted responses are grouped by their window (X-RateLimit-Reset of a
+// fixed window) and each group must hold at most 10 distinct Remaining
+// values.
+func TestClientAgainstPortal(t *testing.T) {
+	p := startPortal(t)
+	_, secret := p.keyOnPlan(t, "ten-per-second",
+		plans.LimitInput{Name: "items", Route: "GET /api/items/{id}", Algorithm: "fixed_window", Limit: 10, WindowSeconds: 1})
+	if _, ok := eventually(5*time.Second, func() bool { return apiStatus(t, p.URL, "/api/rate-limit-status", secret) == http.StatusOK }); !ok {
+		t.Fatal("the key was not accepted by the API within 5 s")
+	}
+	tests := []struct {
+		name string
+		cfg  client.Config
+	}{
+		{"full jitter", client.Config{Jitter: client.FullJitter, MaxAttempts: 30, BaseDelay: 50 * time.Millisecond, MaxDelay: 2 * time.Second}},
+		{"pacing", client.Config{Pace: true, MaxAttempts: 30}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Key = secret
+			c := client.New(cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			type admitted struct{ reset, remaining string }
+			results := make(chan admitted, 50)
+			errs := make(chan error, 50)
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() {
+					res, err := c.Get(ctx, p.URL+"/api/items/7")
+					if err != nil {
+						errs <- err
+						return
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						errs <- fmt.Errorf("final status %d", res.StatusCode)
+						return
+					}
+					results <- admitted{res.Header.Get("X-RateLimit-Reset"), res.Header.Get("X-RateLimit-Remaining")}
+				})
+			}
+			wg.Wait()
+			close(results)
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			windows := map[string]map[string]bool{}
+			n := 0
+			for a := range results {
+				n++
+				if windows[a.reset] == nil {
+					windows[a.reset] = map[string]bool{}
+				}
+				if windows[a.reset][a.remaining] {
+					t.Errorf("window ending %s admitted two requests leaving %s", a.reset, a.remaining)
+				}
+				windows[a.reset][a.remaining] = true
+			}
+			if n != 50 {
+				t.Errorf("%d calls succeeded, want 50", n)
+			}
+			for reset, rem := range windows {
+				if len(rem) > 10 {
+					t.Errorf("window ending %s admitted %d requests, limit 10", reset, len(rem))
+				}
+			}
+			t.Logf("%s: 50 calls in %d windows", tt.name, len(windows))
+		})
+	}
 }
