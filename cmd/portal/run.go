@@ -112,7 +112,7 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*store, er
 	}
 	pool, err := database.Open(ctx, e.URL())
 	if err != nil {
-		_ = e.Stop(context.Background())
+		(&store{embedded: e}).close()
 		return nil, fmt.Errorf("embedded postgres: %w", err)
 	}
 	logger.Info("store of record: embedded postgres", "data_dir", cfg.DataDir)

@@ -72,6 +72,9 @@ type embeddedState struct {
 	Password string `json:"password"`
 }
 
+// maxLogBytes is the size past which postgres.log is rotated at start.
+const maxLogBytes = 10 << 20
+
 // The database Sluice uses inside the embedded cluster.
 const embeddedDatabase = "sluice"
 
@@ -148,11 +151,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	adminURL := embeddedURL(port, state.Password, "postgres")
 	if err := e.waitReady(ctx, adminURL, dataDir); err != nil {
-		_ = e.Stop(context.Background())
+		e.stopQuickly()
 		return nil, err
 	}
 	if err := ensureDatabase(ctx, adminURL, embeddedDatabase); err != nil {
-		_ = e.Stop(context.Background())
+		e.stopQuickly()
 		return nil, err
 	}
 	e.url = embeddedURL(port, state.Password, embeddedDatabase)
@@ -193,6 +196,13 @@ func (e *Embedded) Stop(ctx context.Context) error {
 	_ = proc.Kill()
 	<-e.exited
 	return fmt.Errorf("stop embedded postgres: killed after shutdown timed out: %w", ctx.Err())
+}
+
+// stopQuickly stops a server that failed to start, bounded in time.
+func (e *Embedded) stopQuickly() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = e.Stop(ctx)
 }
 
 // checkWritable proves dir accepts new files.
@@ -254,7 +264,12 @@ func initCluster(ctx context.Context, binDir, dataDir, pgData, password string, 
 // delivers the parent-death signal when the *thread* that forked the child
 // ends, so the thread must not be retired while postgres runs.
 func launch(binDir, pgData, dataDir string, port int, account *account, cfg EmbeddedConfig) (*Embedded, error) {
-	logFile, err := os.OpenFile(filepath.Join(dataDir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logPath := filepath.Join(dataDir, "postgres.log")
+	// Keep one previous log: the server's log is only read when it fails.
+	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxLogBytes {
+		_ = os.Rename(logPath, logPath+".1")
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
