@@ -101,6 +101,9 @@ func BenchmarkStrategies(b *testing.B) {
 				if st.Admitted != calls {
 					b.Errorf("admitted %d, want %d", st.Admitted, calls)
 				}
+				if st.Duplicates > 0 {
+					b.Errorf("%d over-admissions", st.Duplicates)
+				}
 				rejected += st.Rejected
 				maxPerWindow = max(maxPerWindow, st.MaxPerWindow)
 			}

@@ -20,14 +20,20 @@ import (
 // enforce.Middleware over the given store. Any path answers 200 {"ok":true}
 // when admitted.
 type Server struct {
-	limit  enforce.Limit
-	window time.Duration
-	h      http.Handler
+	limit enforce.Limit
+	h     http.Handler
 
 	mu       sync.Mutex
-	admitted []time.Time
+	admitted []admission
 	rejected int64
 	arrivals []time.Time
+}
+
+// admission is one request the middleware let through, with the window it
+// was counted in as the middleware reported it.
+type admission struct {
+	at               time.Time
+	reset, remaining string
 }
 
 // New returns a Server admitting limit requests per window under a fixed
@@ -39,8 +45,7 @@ func New(limit int64, window time.Duration) *Server {
 // NewWithStore is New deciding with store (a Redis store, say).
 func NewWithStore(store enforce.Store, limit int64, window time.Duration) *Server {
 	s := &Server{
-		limit:  enforce.Limit{Name: "test", Algorithm: enforce.FixedWindow, Limit: limit, Window: window},
-		window: window,
+		limit: enforce.Limit{Name: "test", Algorithm: enforce.FixedWindow, Limit: limit, Window: window},
 	}
 	mw := enforce.NewMiddleware(store, oneCaller{s.limit}, enforce.MiddlewareOptions{})
 	mux := http.NewServeMux()
@@ -65,8 +70,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveAdmitted(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
 	s.mu.Lock()
-	s.admitted = append(s.admitted, time.Now())
+	s.admitted = append(s.admitted, admission{at: time.Now(), reset: h.Get("X-RateLimit-Reset"), remaining: h.Get("X-RateLimit-Remaining")})
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprint(w, `{"ok":true}`)
@@ -74,10 +80,16 @@ func (s *Server) serveAdmitted(w http.ResponseWriter, r *http.Request) {
 
 // Stats is what a Server saw.
 type Stats struct {
-	// MaxPerWindow is the most requests admitted in any one window, counted
-	// by the handler behind the middleware on its own clock (windows aligned
-	// to the Unix epoch, as the fixed window is).
+	// MaxPerWindow is the most requests admitted in any one window. The
+	// window of a request is the one the middleware counted it in, named by
+	// the X-RateLimit-Reset it answered (a fixed window's end), not the
+	// handler's clock, which can see a request decided at the very end of
+	// one window arrive in the next.
 	MaxPerWindow int64
+	// Duplicates counts admitted requests that reported the same
+	// X-RateLimit-Remaining as another in their window: each admission must
+	// leave a different remainder, so any duplicate is an over-admission.
+	Duplicates int64
 	// Admitted and Rejected count requests that reached the handler and
 	// requests answered 429.
 	Admitted, Rejected int64
@@ -94,11 +106,18 @@ func (s *Server) Stats() Stats {
 		Rejected: s.rejected,
 		Arrivals: append([]time.Time(nil), s.arrivals...),
 	}
-	perWindow := map[int64]int64{}
-	for _, t := range s.admitted {
-		idx := t.UnixNano() / int64(s.window)
-		perWindow[idx]++
-		st.MaxPerWindow = max(st.MaxPerWindow, perWindow[idx])
+	perWindow := map[string]map[string]bool{}
+	for _, a := range s.admitted {
+		w := perWindow[a.reset]
+		if w == nil {
+			w = map[string]bool{}
+			perWindow[a.reset] = w
+		}
+		if w[a.remaining] {
+			st.Duplicates++
+		}
+		w[a.remaining] = true
+		st.MaxPerWindow = max(st.MaxPerWindow, int64(len(w)))
 	}
 	return st
 }
