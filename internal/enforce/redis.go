@@ -81,19 +81,37 @@ type RedisStore struct {
 	metrics  *storeMetrics
 	negative *negativeCache
 
+	calls     sync.Pool
+	usageTTL  any // boxed once: the usage hash TTL argument
 	queue     chan *redisCall
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
-// redisCall is one decision waiting for its pipeline.
+// redisCall is one decision waiting for its pipeline. Calls are pooled:
+// done is buffered so the worker's signal never blocks, and a call whose
+// caller gave up is left to the garbage collector instead of the pool.
 type redisCall struct {
 	keys  []string
 	args  []any
 	done  chan struct{}
 	reply []int64
 	err   error
+}
+
+func (s *RedisStore) getCall() *redisCall {
+	if c, ok := s.calls.Get().(*redisCall); ok {
+		return c
+	}
+	return &redisCall{done: make(chan struct{}, 1)}
+}
+
+func (s *RedisStore) putCall(c *redisCall) {
+	clear(c.keys)
+	clear(c.args)
+	c.keys, c.args, c.reply, c.err = c.keys[:0], c.args[:0], c.reply[:0], nil
+	s.calls.Put(c)
 }
 
 // NewRedisStore loads the decision script into Redis (SCRIPT LOAD, waiting at
@@ -124,6 +142,7 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	if s.prefix == "" {
 		s.prefix = "sluice:"
 	}
+	s.usageTTL = int64(UsageRetention / time.Second)
 	if s.timeout <= 0 {
 		s.timeout = 100 * time.Millisecond
 	}
@@ -167,7 +186,7 @@ func (s *RedisStore) Close() error {
 			select {
 			case c := <-s.queue:
 				c.err = errStoreClosed
-				close(c.done)
+				c.done <- struct{}{}
 			default:
 				return
 			}
@@ -221,11 +240,12 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Dec
 	if err != nil {
 		return Decision{}, err
 	}
-	reply, err := s.do(ctx, call)
-	if err != nil {
+	if err := s.do(ctx, call); err != nil {
 		return Decision{}, err
 	}
+	reply := call.reply
 	if len(reply) != 2+4*len(req.Limits) {
+		s.putCall(call)
 		return Decision{}, fmt.Errorf("rate-limit script: reply of %d values for %d limits", len(reply), len(req.Limits))
 	}
 	d := Decision{
@@ -237,6 +257,7 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Dec
 		r := reply[2+4*i:]
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
 	}
+	s.putCall(call)
 	if negKey != "" && !d.Allowed {
 		s.negative.put(negKey, req.Limits, d, s.clock())
 	}
@@ -318,8 +339,8 @@ func (c *negativeCache) put(key string, limits []Limit, d Decision, now time.Tim
 func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	n := len(req.Limits)
 	tag := s.prefix + "{" + req.Subject + "}:"
-	keys := make([]string, 0, 2*n+1)
-	args := make([]any, 0, 5+6*n)
+	call := s.getCall()
+	keys, args := call.keys, call.args
 	op, now := "p", ""
 	if consume {
 		op = "a"
@@ -332,10 +353,11 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	if consume && s.usage {
 		usageField = req.Route + "\x00"
 	}
-	args = append(args, op, now, n, usageField, int64(UsageRetention/time.Second))
+	args = append(args, op, now, n, usageField, s.usageTTL)
 	for _, l := range req.Limits {
 		p, err := paramsOf(l)
 		if err != nil {
+			s.putCall(call)
 			return nil, err
 		}
 		code := p.kind.code()
@@ -354,39 +376,48 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	if usageField != "" {
 		keys = append(keys, s.usageKey(req.Subject, usageBucketStart(clock.Unix())))
 	}
-	return &redisCall{keys: keys, args: args, done: make(chan struct{})}, nil
+	call.keys, call.args = keys, args
+	return call, nil
 }
 
 func (s *RedisStore) usageKey(subject string, bucket int64) string {
 	return s.prefix + "{" + subject + "}:stats:" + strconv.FormatInt(bucket, 10)
 }
 
-// do queues call for the next pipeline and waits for its reply.
-func (s *RedisStore) do(parent context.Context, call *redisCall) ([]int64, error) {
-	ctx, cancel := context.WithTimeout(parent, s.timeout)
-	defer cancel()
+// do queues call for the next pipeline and waits for its reply, at most
+// the store's timeout in all. A plain timer bounds the wait: it costs less
+// than a context per decision, and it holds even when the Redis client
+// does not honour context deadlines on its sockets.
+func (s *RedisStore) do(ctx context.Context, call *redisCall) error {
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
 	select {
 	case s.queue <- call:
+	case <-timer.C:
+		s.putCall(call)
+		return fmt.Errorf("%w: no pipeline free within %s", ErrStoreUnavailable, s.timeout)
 	case <-ctx.Done():
-		return nil, s.ctxErr(parent, ctx)
+		s.putCall(call)
+		return ctx.Err()
 	case <-s.stop:
-		return nil, errStoreClosed
+		return errStoreClosed
 	}
 	select {
 	case <-call.done:
-		return call.reply, call.err
-	case <-ctx.Done():
+		if call.err != nil {
+			err := call.err
+			s.putCall(call)
+			return err
+		}
+		return nil
+	case <-timer.C:
 		// The script may still run; the caller treats the decision as
-		// unavailable, which the failure mode then governs.
-		return nil, s.ctxErr(parent, ctx)
+		// unavailable, which the failure mode then governs. The worker
+		// still owns call, so it is not pooled.
+		return fmt.Errorf("%w: no reply within %s: %w", ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-}
-
-func (s *RedisStore) ctxErr(parent, ctx context.Context) error {
-	if err := parent.Err(); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: no reply within %s: %w", ErrStoreUnavailable, s.timeout, ctx.Err())
 }
 
 // work sends whatever decisions are queued as one pipeline, so an idle store
@@ -441,13 +472,8 @@ func (s *RedisStore) run(batch []*redisCall) {
 		s.metrics.batch.Observe(float64(len(batch)))
 	}
 	for i, c := range batch {
-		reply, err := cmds[i].Int64Slice()
-		if err != nil {
-			c.err = classify(err)
-		} else {
-			c.reply = reply
-		}
-		close(c.done)
+		c.reply, c.err = appendReply(c.reply[:0], cmds[i])
+		c.done <- struct{}{}
 	}
 }
 
@@ -464,6 +490,26 @@ func (s *RedisStore) exec(ctx context.Context, batch []*redisCall) []*redis.Cmd 
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = pipe.Exec(ctx)
 	return cmds
+}
+
+// appendReply appends the script's integer reply to dst.
+func appendReply(dst []int64, cmd *redis.Cmd) ([]int64, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return dst, classify(err)
+	}
+	values, ok := v.([]any)
+	if !ok {
+		return dst, fmt.Errorf("rate-limit script: reply %T, want an array", v)
+	}
+	for _, x := range values {
+		n, ok := x.(int64)
+		if !ok {
+			return dst, fmt.Errorf("rate-limit script: reply element %T, want an integer", x)
+		}
+		dst = append(dst, n)
+	}
+	return dst, nil
 }
 
 func hasNoScript(cmds []*redis.Cmd) bool {
