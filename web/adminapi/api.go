@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,7 +61,23 @@ type api struct {
 // New returns the admin API handler. Mount it at Prefix+"/":
 //
 //	mux.Handle(adminapi.Prefix+"/", adminapi.New(deps))
+//
+// It panics if a required dependency is missing, a wiring mistake better
+// found at start-up than on the first request.
 func New(d Deps) http.Handler {
+	var missing []string
+	for name, ok := range map[string]bool{
+		"Plans": d.Plans != nil, "Keys": d.Keys != nil, "Tokens": d.Tokens != nil,
+		"Store": d.Store != nil, "Pool": d.Pool != nil, "Logger": d.Logger != nil,
+	} {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		panic("adminapi.New: missing Deps." + strings.Join(missing, ", Deps."))
+	}
 	a := newAPI(d)
 	return withRequestID(a.mux())
 }

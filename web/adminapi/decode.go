@@ -123,8 +123,6 @@ func jsonKind(kind string) string {
 		return "an array"
 	case "struct", "map":
 		return "an object"
-	case "ptr":
-		return "a value of the right type"
 	default:
 		return "a value of the right type"
 	}

@@ -173,3 +173,14 @@ func TestInternalErrorsAreOpaqueAndLoggedOnce(t *testing.T) {
 		t.Error("the bootstrap token reached the log")
 	}
 }
+
+func TestNewPanicsOnMissingDeps(t *testing.T) {
+	defer func() {
+		got, _ := recover().(string)
+		want := "adminapi.New: missing Deps.Keys, Deps.Logger, Deps.Plans, Deps.Pool, Deps.Store, Deps.Tokens"
+		if got != want {
+			t.Errorf("panic = %q, want %q", got, want)
+		}
+	}()
+	New(Deps{})
+}
