@@ -26,23 +26,25 @@ import (
 //
 // Figures measured on the 2-core development machine shared with other
 // work (Redis 7 on localhost, one run each; the 429 count of no-backoff
-// varies several-fold with CPU load: 57k, 63k and 236k in three runs):
+// varies several-fold with CPU load: 57k, 63k, 132k and 236k in four runs,
+// the other rows by about 20 %):
 //
 //	strategy                            time to 2,000 calls   429s received
-//	no backoff (immediate retry)        18.4 s                56,948
-//	exponential, Retry-After honoured   27.9 s                 2,744
-//	exponential, Retry-After ignored    33.4 s                 2,837
-//	full jitter                         27.9 s                 1,853
-//	full jitter, Retry-After ignored    27.1 s                 2,942
-//	equal jitter                        28.5 s                 1,859
-//	proactive pacing                    18.1 s                     0
+//	no backoff (immediate retry)        18.5 s                132,061
+//	exponential, Retry-After honoured   25.4 s                  2,650
+//	exponential, Retry-After ignored    33.0 s                  2,089
+//	full jitter                         27.2 s                  1,764
+//	full jitter, Retry-After ignored    26.6 s                  2,816
+//	equal jitter                        28.1 s                  1,725
+//	proactive pacing                    18.6 s                      0
 //
 // 2,000 calls at 100/s need 20 windows, so about 19-20 s is the floor.
-// Hammering reaches it at the cost of ~28 rejected requests per success;
-// backoff cuts rejections 20-fold but loses about 9 s, mostly to Retry-After
+// Hammering reaches it at the cost of ~66 rejected requests per success;
+// backoff cuts rejections 50-fold but loses 7-14 s, mostly to Retry-After
 // being whole seconds (and, from the middleware, usually one second late:
-// see pace.go); pacing reaches the floor with no 429 at all. No window ever
-// admitted more than 100.
+// see pace.go); pacing reaches the floor with no 429 at all. No window
+// admitted more than 100 (counted per window the middleware reported, with
+// no duplicate X-RateLimit-Remaining).
 func BenchmarkStrategies(b *testing.B) {
 	const clients, calls, limit = 200, 2000, 100
 	strategies := []struct {
