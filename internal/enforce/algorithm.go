@@ -88,10 +88,10 @@ type params struct {
 	queue  bool
 }
 
-func paramsOf(l Limit) (params, error) {
+func paramsOf(l *Limit) (params, error) {
 	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue}
 	if l.Name == "" || p.kind == 0 || p.limit < 1 || p.window < 1 || p.burst < 0 || p.cost < 0 {
-		return params{}, limitError(l)
+		return params{}, limitError(*l)
 	}
 	if p.cost == 0 {
 		p.cost = 1

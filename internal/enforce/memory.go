@@ -153,8 +153,8 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 	}
 	var workBuf [maxInlineLayers]layerWork
 	work := workBuf[:0]
-	for _, l := range req.Limits {
-		p, err := paramsOf(l)
+	for i := range req.Limits {
+		p, err := paramsOf(&req.Limits[i])
 		if err != nil {
 			return Decision{}, err
 		}

@@ -363,7 +363,8 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 		args = append(args, len(req.Limits), "", s.usageTTL)
 	}
 	tag := s.prefix + "{" + req.Subject + "}:"
-	for _, l := range req.Limits {
+	for i := range req.Limits {
+		l := &req.Limits[i]
 		p, err := paramsOf(l)
 		if err != nil {
 			s.putCall(call)
