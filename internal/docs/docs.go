@@ -95,8 +95,8 @@ type LimitDoc struct {
 	Window    time.Duration
 	Burst     int64
 	Cost      int64
-	// Rate reads "100 per minute"; with a cost above 1 it says how many
-	// requests that is.
+	// Rate reads "100 per minute"; with a cost above 1 it goes on
+	// "; each request costs 2, so 50 requests".
 	Rate string
 	// WindowText reads "minute", "5 minutes".
 	WindowText string
@@ -220,7 +220,7 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 	}
 	d.Rate = fmt.Sprintf("%d per %s", l.Limit, d.WindowText)
 	if cost > 1 {
-		d.Rate += fmt.Sprintf(" (each request costs %d: %d requests)", cost, l.Limit/cost)
+		d.Rate += fmt.Sprintf("; each request costs %d, so %d requests", cost, l.Limit/cost)
 	}
 	d.Explanation = explain(d)
 	d.OverLimit = overLimit(d)
