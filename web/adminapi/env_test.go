@@ -160,6 +160,14 @@ func (e *env) do(method, path, token string, body any) response {
 
 func (e *env) doRaw(method, path, token, contentType string, body io.Reader) response {
 	e.t.Helper()
+	var sent []byte
+	if body != nil {
+		var err error
+		if sent, err = io.ReadAll(body); err != nil {
+			e.t.Fatalf("read request body: %v", err)
+		}
+		body = bytes.NewReader(sent)
+	}
 	req, err := http.NewRequestWithContext(context.Background(), method, e.srv.URL+path, body)
 	if err != nil {
 		e.t.Fatalf("new request: %v", err)
@@ -180,7 +188,30 @@ func (e *env) doRaw(method, path, token, contentType string, body io.Reader) res
 		e.t.Fatalf("read response: %v", err)
 	}
 	e.validate(req, resp, raw)
+	if resp.StatusCode < 300 {
+		e.validateRequest(req, sent)
+	}
 	return response{status: resp.StatusCode, header: resp.Header, body: raw}
+}
+
+// validateRequest holds a request the API accepted to openapi.json, so the
+// documented request schemas admit what the API admits.
+func (e *env) validateRequest(req *http.Request, body []byte) {
+	e.t.Helper()
+	vreq := req.Clone(context.Background())
+	vreq.Body = io.NopCloser(bytes.NewReader(body))
+	if body == nil {
+		vreq.Body = http.NoBody
+	}
+	e.vmu.Lock()
+	ok, errs := e.v.ValidateHttpRequest(vreq)
+	e.vmu.Unlock()
+	if !ok {
+		for _, err := range errs {
+			e.t.Errorf("accepted request %s %s does not match openapi.json: %v", req.Method, req.URL.Path, err)
+		}
+		e.t.Errorf("request body: %s", body)
+	}
 }
 
 // validate holds a response to openapi.json: its status must be documented
