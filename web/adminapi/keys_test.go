@@ -376,6 +376,10 @@ func TestKeyEdits(t *testing.T) {
 		if k.PlanID == nil || *k.PlanID != silver.ID || k.PlanSlug != "silver" {
 			t.Errorf("after set: plan %v %q", k.PlanID, k.PlanSlug)
 		}
+		res = e.do("DELETE", Prefix+"/plans/"+itoa(silver.ID), token, nil)
+		if res.status != http.StatusConflict || res.problem(t).Type != typeInUse {
+			t.Errorf("delete a plan a key uses: %d %s, want 409 in-use", res.status, res.body)
+		}
 		res = e.do("PUT", keyPath+"/plan", token, map[string]any{"plan_id": nil})
 		if res.status != http.StatusOK {
 			t.Fatalf("clear plan: %d %s", res.status, res.body)
