@@ -1,10 +1,57 @@
 package enforce
 
-// Benchmarks of the stores beside the libraries they replace. Figures are in
-// the comment at the end of this file; none of them is asserted.
+// Benchmarks of the stores beside the libraries they replace; no figure is
+// asserted anywhere.
 //
-//	go test -run '^$' -bench 'Memory|XTimeRate' -benchtime 2s -count 3 ./internal/enforce
-//	go test -run '^$' -bench 'Redis' -benchtime 100000x -count 3 ./internal/enforce
+//	go test -run '^$' -bench 'MemoryInterleaved' -benchtime 10x -count 3 ./internal/enforce
+//	go test -run '^$' -bench 'RedisInterleaved' -benchtime 8x -count 3 ./internal/enforce
+//	go test -run '^$' -bench 'MemoryStore|XTimeRate' -benchtime 1s -count 3 ./internal/enforce
+//	go test -run '^$' -bench 'RedisStore|RedisRate|RedisBenchmarkTool' -benchtime 30000x -count 3 ./internal/enforce
+//
+// Figures of 2026-11-30, one session on the 2-core shared build machine
+// (Intel Xeon, Go 1.26, Redis 7.0.15 on loopback) while other engineers
+// compiled and tested: load average 8 to 30, so absolute figures swing 2-4x
+// between runs. The interleaved benchmarks alternate the contenders round by
+// round and report medians, which is why their ratios are the figures to
+// quote; ranges are over three runs.
+//
+// Memory store, one token-bucket layer, AllowInto with usage off (0 allocs/op
+// for every algorithm, asserted by TestMemoryStoreAllowIntoAllocatesNothing;
+// Allow costs one allocation, the Layers slice):
+//
+//	                   store ns/op   x/time/rate ns/op   ratio (median of rounds)
+//	hot key, serial     576 - 782         262 - 339        2.19 - 2.33x
+//	100k keys, serial  1124 - 1487        642 - 916        1.63 - 1.95x
+//
+// The 1.5x target is met by neither: a CPU profile puts the store at about
+// 300 ns of CPU per decision against 130 ns, of which time.Now is 75 ns in
+// both; the rest is what x/time/rate does not do (validation, the shard and
+// subject lookups, two-phase all-or-nothing evaluation, the LayerResult).
+// The parallel variants of BenchmarkMemoryStore scale with the shards
+// (100k keys parallel 477 - 765 ns against x/time/rate's lock-free map read
+// 567 - 755 ns) but swing too much here to rank.
+//
+// Redis store, 64 concurrent callers on 1,000 subjects, one layer
+// (BenchmarkRedisInterleaved, rounds of 20,000 decisions):
+//
+//	store, usage counted       17.0k - 19.2k decisions/s, p50 2.8 ms, p99 14 - 20 ms
+//	store, usage off           21.7k - 34.3k decisions/s, p99 11 - 14 ms
+//	go-redis/redis_rate/v10    19.3k - 30.4k decisions/s, p99 13 - 16 ms
+//	redis-benchmark -c 64 -P 16 on the same EVALSHA: 27.5k - 28.5k decisions/s
+//	store / redis_rate                     0.66 - 0.95 (1.36 in a quieter run)
+//	store, usage off / redis-benchmark     0.75 - 1.43
+//
+// Targets: 70 % of redis-benchmark's pipelined figure is met; 2x redis_rate
+// and a p99 under 2 ms are not. The decision script costs Redis about twice
+// redis_rate's simpler one (it writes a usage counter and a TTL'd key per
+// call and takes 11 arguments to redis_rate's 4), which eats what
+// pipelining saves on system calls; and with 64 callers in a closed loop the
+// mean latency is 64 / throughput, 2 - 3 ms, before any scheduling stall on
+// an oversubscribed machine. Three layers: 5.5k - 14.4k decisions/s.
+//
+// Round trips: TestRedisStoreOneScriptCallPerDecision asserts on a private
+// redis-server that INFO commandstats counts exactly one EVALSHA per
+// decision for 1, 3 and 5 layers, with 200 concurrent decisions batched.
 
 import (
 	"context"
