@@ -27,9 +27,8 @@ package enforce
 // 300 ns of CPU per decision against 130 ns, of which time.Now is 75 ns in
 // both; the rest is what x/time/rate does not do (validation, the shard and
 // subject lookups, two-phase all-or-nothing evaluation, the LayerResult).
-// The parallel variants of BenchmarkMemoryStore scale with the shards
-// (100k keys parallel 477 - 765 ns against x/time/rate's lock-free map read
-// 567 - 755 ns) but swing too much here to rank.
+// The parallel variants of BenchmarkMemoryStore swing too much here to rank
+// (100k keys: store 477 - 2353 ns, x/time/rate's lock-free map 567 - 755 ns).
 //
 // Redis store, 64 concurrent callers on 1,000 subjects, one layer
 // (BenchmarkRedisInterleaved, rounds of 20,000 decisions):
