@@ -360,3 +360,66 @@ func TestDocsFollowPlanChanges(t *testing.T) {
 		}
 	})
 }
+
+// TestLimitsInWords checks what the docs say about each algorithm and mode,
+// with the limit's own numbers.
+func TestLimitsInWords(t *testing.T) {
+	tests := []struct {
+		name           string
+		limit          plans.Limit
+		wantRate       string
+		wantWindow     string
+		wantExplainHas []string
+		wantOverLimit  string
+		// wantBurst is how many back-to-back requests the engine admits
+		// plainly, which the words promise.
+		wantBurst int
+	}{
+		{"fixed window", plans.Limit{Name: "a", Algorithm: enforce.FixedWindow, Limit: 100, Window: time.Minute},
+			"100 per minute", "minute", []string{"fixed windows of one minute", "all 100 at once", "up to 200 within a moment"}, "Refused: 429", 100},
+		{"sliding log", plans.Limit{Name: "a", Algorithm: enforce.SlidingWindowLog, Limit: 10, Window: time.Hour},
+			"10 per hour", "hour", []string{"during the last hour", "after a burst of 10 you wait a full hour"}, "Refused: 429", 10},
+		{"sliding counter", plans.Limit{Name: "a", Algorithm: enforce.SlidingWindowCounter, Limit: 30, Window: 5 * time.Minute},
+			"30 per 5 minutes", "5 minutes", []string{"burst up to 30", "returns gradually"}, "Refused: 429", 30},
+		{"token bucket with cost and degrade", plans.Limit{Name: "a", Algorithm: enforce.TokenBucket, Limit: 60, Window: time.Minute, Burst: 10, Cost: 2, Mode: enforce.ModeDegrade},
+			"60 per minute; each request costs 2, so 30 requests", "minute", []string{"up to 10 tokens", "burst of 5 requests", "one request every 2s"}, "Degraded: 200", 5},
+		{"token bucket without burst holds the limit", plans.Limit{Name: "a", Algorithm: enforce.TokenBucket, Limit: 20, Window: 10 * time.Second},
+			"20 per 10 seconds", "10 seconds", []string{"up to 20 tokens", "one every 500ms"}, "Refused: 429", 20},
+		{"leaky bucket queueing", plans.Limit{Name: "a", Algorithm: enforce.LeakyBucket, Limit: 6, Window: time.Minute, Burst: 2, Mode: enforce.ModeQueue},
+			"6 per minute", "minute", []string{"one every 10s", "up to 2 requests may wait", "Sluice-Queue-Delay-Ms"}, "Queued:", 1},
+		{"leaky bucket policing", plans.Limit{Name: "a", Algorithm: enforce.LeakyBucket, Limit: 2, Window: time.Second, Burst: 3},
+			"2 per second", "second", []string{"one every 500ms", "a burst of up to 4 passes back to back"}, "Refused: 429", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.limit.Route = sampleapi.RouteSearch
+			m, err := docs.Build([]plans.Plan{{Slug: "p", Name: "P", IsPublic: true, Limits: []plans.Limit{tt.limit}}}, docs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep := endpointPlan(t, m, sampleapi.RouteSearch, "p")
+			if len(ep.Limits) != 1 {
+				t.Fatalf("%d limits on search, want 1", len(ep.Limits))
+			}
+			l := ep.Limits[0]
+			if l.Policy != "p-a" || l.Rate != tt.wantRate || l.WindowText != tt.wantWindow {
+				t.Errorf("policy %q rate %q window %q; want p-a, %q, %q", l.Policy, l.Rate, l.WindowText, tt.wantRate, tt.wantWindow)
+			}
+			for _, w := range tt.wantExplainHas {
+				if !strings.Contains(l.Explanation, w) {
+					t.Errorf("explanation lacks %q: %s", w, l.Explanation)
+				}
+			}
+			if !strings.HasPrefix(l.OverLimit, tt.wantOverLimit) {
+				t.Errorf("over-limit text %q, want it to start %q", l.OverLimit, tt.wantOverLimit)
+			}
+			got := -1
+			if ep.Examples != nil {
+				got = ep.Examples.OverAfter
+			}
+			if got != tt.wantBurst {
+				t.Errorf("the engine admitted a burst of %d, the words promise %d", got, tt.wantBurst)
+			}
+		})
+	}
+}
