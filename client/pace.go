@@ -163,7 +163,13 @@ func (p *pacer) observe(t ticket, resp *http.Response) {
 		p.remaining = min(p.remaining, remaining)
 		if t.probe {
 			p.early = t.sent
-			p.nextProbe = p.now().Add(p.probeInterval())
+			// The window ends by the reported reset at the latest, so a
+			// long probe interval (a long window) never waits past it.
+			now := p.now()
+			p.nextProbe = now.Add(p.probeInterval())
+			if now.Before(p.reset) && p.reset.Before(p.nextProbe) {
+				p.nextProbe = p.reset
+			}
 		}
 	}
 }

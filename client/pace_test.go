@@ -106,3 +106,24 @@ func TestPacerTransportErrorReleasesTheProbe(t *testing.T) {
 		t.Error("after a failed probe the next request is not a new probe")
 	}
 }
+
+// TestPacerNeverProbesPastTheReset: with a long window the probe interval
+// (window/limit) is long, but the next probe still goes at the reported
+// reset, when the window has surely ended.
+func TestPacerNeverProbesPastTheReset(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	now := start
+	p := newPacer(func() time.Time { return now }, nil)
+	reset := start.Add(10 * time.Second)
+	probe, _, _ := p.reserve()
+	p.observe(probe, limitResponse(200, 100, 0, reset, 3600)) // 100 per hour: a 36 s interval
+	now = reset.Add(-time.Second)
+	early, d, _ := p.reserve()
+	if !early.probe || d != 0 {
+		t.Fatalf("reserve a second before reset = %+v, %v; want a probe", early, d)
+	}
+	p.observe(early, limitResponse(429, 100, 0, reset, 3600))
+	if _, d, _ := p.reserve(); d != time.Second {
+		t.Errorf("after an early probe the pacer waits %v, want 1s (until the reset, not the 36s interval)", d)
+	}
+}
