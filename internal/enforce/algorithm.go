@@ -96,8 +96,11 @@ func paramsOf(l *Limit) (params, error) {
 	if p.cost == 0 {
 		p.cost = 1
 	}
-	if p.kind == kindTokenBucket && p.burst == 0 {
+	switch {
+	case p.kind == kindTokenBucket && p.burst == 0:
 		p.burst = p.limit
+	case p.kind != kindTokenBucket && p.kind != kindLeakyBucket:
+		p.burst = 0 // ignored, so it must not tell states apart
 	}
 	return p, nil
 }
@@ -177,9 +180,10 @@ type counterState struct {
 // limit; the window is floor(now/W).
 func evalFixedWindow(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
 	idx := now / p.window
-	if s.has && s.idx > idx {
+	if s.has && s.idx == idx+1 {
 		// The clock stepped back across a boundary (another instance's
 		// request raced ahead): count in the stored window, never regress.
+		// Any other index is stale and ignored below.
 		idx, now = s.idx, s.idx*p.window
 	}
 	count := int64(0)
@@ -205,7 +209,7 @@ func evalFixedWindow(s *counterState, p *params, now int64, commit bool, next *c
 // inside the sliding window: prev*(W-elapsed)/W + curr.
 func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
 	idx := now / p.window
-	if s.has && s.idx > idx {
+	if s.has && s.idx == idx+1 {
 		idx, now = s.idx, s.idx*p.window
 	}
 	var curr, prev int64

@@ -59,9 +59,15 @@ type subjectState struct {
 	expires int64 // µs: when nothing of this subject matters any more
 }
 
+// limitState is one limit's state; a limit edited to another window, limit
+// or burst is a new state (the old one ages out), as in Redis, where those
+// figures are part of the key.
 type limitState struct {
 	name    string
 	kind    algKind
+	window  int64
+	limit   int64
+	burst   int64
 	counter counterState
 	log     logRing
 	expires int64
@@ -171,7 +177,7 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 	allowed := true
 	for i := range work {
 		w := &work[i]
-		w.out = evaluate(sub.find(req.Limits[i].Name, w.p.kind), w, now, consume)
+		w.out = evaluate(sub.find(req.Limits[i].Name, &w.p), w, now, consume)
 		allowed = allowed && w.out.allowed
 	}
 	if consume && (allowed || s.usage) {
@@ -186,7 +192,7 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 			// their state untouched.
 			for i := range work {
 				if w := &work[i]; w.out.allowed {
-					w.out = evaluate(sub.find(req.Limits[i].Name, w.p.kind), w, now, false)
+					w.out = evaluate(sub.find(req.Limits[i].Name, &w.p), w, now, false)
 				}
 			}
 		}
@@ -217,9 +223,9 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 func (s *MemoryStore) commit(sub *subjectState, req Request, work []layerWork, now int64) {
 	for i := range work {
 		w := &work[i]
-		st := sub.find(req.Limits[i].Name, w.p.kind)
+		st := sub.find(req.Limits[i].Name, &w.p)
 		if st == nil {
-			sub.limits = append(sub.limits, limitState{name: req.Limits[i].Name, kind: w.p.kind})
+			sub.limits = append(sub.limits, limitState{name: req.Limits[i].Name, kind: w.p.kind, window: w.p.window, limit: w.p.limit, burst: w.p.burst})
 			st = &sub.limits[len(sub.limits)-1]
 		}
 		if w.p.kind == kindSlidingLog {
@@ -273,13 +279,14 @@ func evaluate(st *limitState, w *layerWork, now int64, commit bool) layerOut {
 	return evalCounter(&st.counter, &w.p, now, commit, &w.next)
 }
 
-func (sub *subjectState) find(name string, kind algKind) *limitState {
+func (sub *subjectState) find(name string, p *params) *limitState {
 	if sub == nil {
 		return nil
 	}
 	for i := range sub.limits {
-		if sub.limits[i].name == name && sub.limits[i].kind == kind {
-			return &sub.limits[i]
+		st := &sub.limits[i]
+		if st.name == name && st.kind == p.kind && st.window == p.window && st.limit == p.limit && st.burst == p.burst {
+			return st
 		}
 	}
 	return nil

@@ -63,10 +63,11 @@ type RedisOptions struct {
 // batched into pipelines: a decision that finds a pipeline worker idle is
 // sent at once, decisions arriving meanwhile share the next pipeline.
 //
-// Keys are <prefix>{<subject>}:<limit name>:<algorithm code> (the sliding log
-// adds a ":m" metadata hash) and <prefix>{<subject>}:stats:<unix seconds> for
-// usage, so one subject's keys share a Redis Cluster slot; every key is
-// written with a TTL.
+// Keys are <prefix>{<subject>}:<limit name>:<algorithm code>:<window µs>:
+// <limit>[:<burst>] (the burst for the buckets only; the sliding log adds a
+// ":m" metadata hash), so editing a limit's figures starts fresh state, and
+// <prefix>{<subject>}:stats:<unix seconds> for usage. One subject's keys share
+// a Redis Cluster slot; every key is written with a TTL.
 //
 // Call Close when done to stop the pipeline workers.
 type RedisStore struct {
@@ -370,7 +371,18 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 			s.putCall(call)
 			return nil, err
 		}
-		k := tag + l.Name + ":" + p.kind.code()
+		// The figures that give the state its meaning are part of the key, so
+		// a plan edit starts a fresh state and the old one expires.
+		var buf [64]byte
+		b := append(buf[:0], ':')
+		b = strconv.AppendInt(b, p.window, 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, p.limit, 10)
+		if p.kind == kindTokenBucket || p.kind == kindLeakyBucket {
+			b = append(b, ':')
+			b = strconv.AppendInt(b, p.burst, 10)
+		}
+		k := tag + l.Name + ":" + p.kind.code() + string(b)
 		if p.kind == kindSlidingLog {
 			keys = append(keys, k, k+":m")
 		} else {

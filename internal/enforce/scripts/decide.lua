@@ -82,8 +82,9 @@ local function layer(i, commit)
     local v = redis.call('HMGET', k1, 'i', 'n')
     local sidx = tonumber(v[1])
     local idx = math.floor(now / W)
-    -- a clock that stepped back across a boundary counts in the stored window
-    if sidx and sidx > idx then idx = sidx; now = sidx * W end
+    -- a clock that stepped back across a boundary counts in the stored
+    -- window; any other index is stale
+    if sidx == idx + 1 then idx = sidx; now = sidx * W end
     local count = 0
     if sidx == idx then count = tonumber(v[2]) end
     local ok = count + c <= L
@@ -96,7 +97,7 @@ local function layer(i, commit)
     local v = redis.call('HMGET', k1, 'i', 'c', 'p')
     local sidx = tonumber(v[1])
     local idx = math.floor(now / W)
-    if sidx and sidx > idx then idx = sidx; now = sidx * W end
+    if sidx == idx + 1 then idx = sidx; now = sidx * W end
     local curr, prev = 0, 0
     if sidx == idx then
       curr, prev = tonumber(v[2]), tonumber(v[3])
