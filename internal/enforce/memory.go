@@ -50,7 +50,7 @@ type memShard struct {
 	// the clock passes sweepAt (µs).
 	sweepLen int
 	sweepAt  int64
-	_        [40]byte // keep neighbouring shards' locks off one cache line
+	_        [32]byte // pad to 64 bytes: neighbouring shards' locks on separate cache lines
 }
 
 type subjectState struct {
