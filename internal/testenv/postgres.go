@@ -174,19 +174,30 @@ func (s *pgServer) exec(ctx context.Context, sql string) error {
 // and binaries running in parallel (go test ./... runs packages at once) reuse
 // one template. A new template is built under a private name and renamed into
 // place, so no binary ever clones a half-migrated one.
+//
+// Templates of other migration sets are left alone: a checkout with other
+// migrations may be testing against them right now. They are small; drop
+// them with `DROP DATABASE` when tidying a development server
+// (SELECT datname FROM pg_database WHERE datname LIKE 'sluice_tpl_%').
 func (s *pgServer) prepareTemplate(ctx context.Context) error {
 	sum, err := migrationsHash()
 	if err != nil {
 		return err
 	}
 	s.template = "sluice_tpl_" + sum
+	return s.publishTemplate(ctx, s.template)
+}
+
+// publishTemplate creates the migrated database name unless it exists; safe
+// to call from several processes at once.
+func (s *pgServer) publishTemplate(ctx context.Context, name string) error {
 	conn, err := pgx.Connect(ctx, s.adminURL)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(ctx)
 	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", s.template).Scan(&exists); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		return fmt.Errorf("look for template: %w", err)
 	}
 	if exists {
@@ -195,7 +206,7 @@ func (s *pgServer) prepareTemplate(ctx context.Context) error {
 
 	buf := make([]byte, 6)
 	_, _ = rand.Read(buf)
-	building := s.template + "_" + hex.EncodeToString(buf)
+	building := name + "_" + hex.EncodeToString(buf)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
 		return fmt.Errorf("create template: %w", err)
 	}
@@ -212,9 +223,12 @@ func (s *pgServer) prepareTemplate(ctx context.Context) error {
 		return fmt.Errorf("migrate template: %w", err)
 	}
 	_, err = conn.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s",
-		pgx.Identifier{building}.Sanitize(), pgx.Identifier{s.template}.Sanitize()))
+		pgx.Identifier{building}.Sanitize(), pgx.Identifier{name}.Sanitize()))
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: another binary won the race
+	// Another binary published the same template first: duplicate_database
+	// when it had committed, a unique violation on pg_database when both
+	// renames ran at once. Either way, its template is the one to use.
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
 		dropBuilding()
 		return nil
 	}
@@ -222,26 +236,7 @@ func (s *pgServer) prepareTemplate(ctx context.Context) error {
 		dropBuilding()
 		return fmt.Errorf("publish template: %w", err)
 	}
-	s.dropOldTemplates(ctx, conn)
 	return nil
-}
-
-// dropOldTemplates removes templates of other migration sets so they do not
-// pile up as migrations are added. A template another binary is cloning at
-// this moment cannot be dropped; that error is ignored and the next run
-// retries.
-func (s *pgServer) dropOldTemplates(ctx context.Context, conn *pgx.Conn) {
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'sluice\_tpl\_%' AND datname <> $1`, s.template)
-	if err != nil {
-		return
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return
-	}
-	for _, n := range names {
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize())
-	}
 }
 
 // migrateURL applies every embedded migration to the database at u.
