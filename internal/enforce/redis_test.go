@@ -77,7 +77,9 @@ func (r *privateRedis) stop() {
 }
 
 func (r *privateRedis) client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
+	// One dial attempt: a stopped server should fail a call at once rather
+	// than after go-redis's default five dials 100 ms apart.
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1, DialerRetries: 1})
 	r.t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -259,7 +261,7 @@ func TestRedisStoreUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 	defer client.Close()
 	store, err := NewRedisStore(client, RedisOptions{Timeout: 50 * time.Millisecond})
 	if err != nil {
