@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -301,34 +302,33 @@ func (s *Service) change(ctx context.Context, actor string, id int64, action str
 	return after, nil
 }
 
-const listKeys = `
-SELECT *, count(*) OVER () AS total FROM (` + selectKeys + `
-WHERE ($1::bigint = 0 OR k.user_id = $1)
-  AND ($2::text = ''
-       OR k.name ILIKE '%' || $2 || '%' ESCAPE '\'
-       OR u.email ILIKE '%' || $2 || '%' ESCAPE '\'
-       OR EXISTS (SELECT 1 FROM api_key_secrets s WHERE s.key_id = k.id
-                  AND (s.prefix LIKE $3 || '%' ESCAPE '\' OR s.hash = $4)))
-  AND CASE $5::text
-        WHEN 'revoked' THEN k.revoked_at IS NOT NULL
-        WHEN 'expired' THEN k.revoked_at IS NULL AND k.expires_at <= now()
-        WHEN 'active'  THEN k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
-        ELSE true
-      END
-) page
-ORDER BY id DESC
-LIMIT $6 OFFSET $7`
-
 // Page-size bounds for List.
 const (
 	DefaultPageSize = 50
 	MaxPageSize     = 500
 )
 
+// MaxTotal bounds how far List counts. Counting every match of a broad
+// filter reads every matching key, which at 100,000 keys costs far more than
+// the page itself. When more than max(MaxTotal, Offset+Limit) keys match,
+// List reports one more than that bound instead of the exact number: show a
+// total above MaxTotal as "more than MaxTotal"; it still says whether a next
+// page follows (Offset+len(page) < total).
+const MaxTotal = 10_000
+
 // List returns one page of the keys matching f, newest first, and the total
-// number matching. A Query that is a whole, well-formed secret also finds
-// the key by its hash, so an operator can paste a leaked key to find it.
+// number matching (exact up to MaxTotal, see there). A Query that is a
+// whole, well-formed secret also finds the key by its hash, so an operator
+// can paste a leaked key to find it.
 // Errors: *plans.ValidationError (unknown state).
+//
+// A key matches Query through its name, its owner's email or one of its
+// secrets; an OR across those tables defeats every index, so each is its own
+// branch, cut to the newest Offset+Limit keys before the branches are merged.
+// The page's ids come first and only those keys are then read in full (owner,
+// plan, current prefix). The queries run in pgx's exec mode, an unnamed
+// statement Postgres plans with the actual values: a cached generic plan
+// could use neither the prefix index for LIKE nor real selectivities.
 func (s *Service) List(ctx context.Context, f Filter) ([]Key, int, error) {
 	switch f.State {
 	case "", StateActive, StateExpired, StateRevoked:
@@ -341,45 +341,124 @@ func (s *Service) List(ctx context.Context, f Filter) ([]Key, int, error) {
 		limit = DefaultPageSize
 	}
 	limit = min(limit, MaxPageSize)
-	offset := max(f.Offset, 0)
-	q := strings.TrimSpace(f.Query)
-	var hash []byte
-	if Check(q) == nil {
-		h := Hash(q)
-		hash = h[:]
-	}
-	prefixQ := q
-	if len(prefixQ) > PrefixLen {
-		prefixQ = prefixQ[:PrefixLen]
-	}
-	rows, err := s.pool.Query(ctx, listKeys, f.UserID, escapeLike(q), escapeLike(prefixQ), hash, f.State, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list keys: %w", err)
-	}
-	page, err := pgx.CollectRows(rows, pgx.RowToStructByName[keyWithTotal])
-	if err != nil {
-		return nil, 0, fmt.Errorf("list keys: %w", err)
-	}
-	keys := make([]Key, len(page))
-	total := 0
-	for i, r := range page {
-		keys[i] = r.Key
-		total = r.Total
-	}
-	if len(page) == 0 && offset > 0 {
-		// past the last page: the window function saw no rows, so ask for
-		// the total on its own
-		if _, total, err = s.List(ctx, Filter{UserID: f.UserID, Query: f.Query, State: f.State, Limit: 1}); err != nil {
-			return nil, 0, err
+	// Far past any real list; keeps Offset+Limit+1 from overflowing.
+	offset := min(max(f.Offset, 0), math.MaxInt32)
+	var base listQuery
+	branches := base.branches(f.UserID, f.State, strings.TrimSpace(f.Query))
+
+	// Each query adds its own arguments after the branches' shared ones.
+	pq := listQuery{args: slices.Clone(base.args)}
+	lim, off := pq.arg(limit), pq.arg(offset)
+	var pageSQL string
+	if len(branches) == 1 {
+		pageSQL = branches[0] + " ORDER BY id DESC LIMIT " + lim + " OFFSET " + off
+	} else {
+		// The page's keys are among the newest Offset+Limit of each branch.
+		n := pq.arg(offset + limit)
+		parts := make([]string, len(branches))
+		for i, b := range branches {
+			parts[i] = "(" + b + " ORDER BY id DESC LIMIT " + n + ")"
 		}
+		pageSQL = "SELECT id FROM (" + strings.Join(parts, " UNION ") + ") m ORDER BY id DESC LIMIT " + lim + " OFFSET " + off
+	}
+	rows, err := s.pool.Query(ctx, selectKeys+" JOIN ("+pageSQL+") page ON page.id = k.id ORDER BY k.id DESC",
+		append([]any{pgx.QueryExecModeExec}, pq.args...)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list keys: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByName[Key])
+	if err != nil {
+		return nil, 0, fmt.Errorf("list keys: %w", err)
+	}
+
+	cq := listQuery{args: slices.Clone(base.args)}
+	countSQL := countKeys(branches, cq.arg(max(MaxTotal, offset+limit)+1))
+	var total int
+	if err := s.pool.QueryRow(ctx, countSQL, append([]any{pgx.QueryExecModeExec}, cq.args...)...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count keys: %w", err)
 	}
 	return keys, total, nil
 }
 
-// keyWithTotal is a row of a List page: the key and the number of matches.
-type keyWithTotal struct {
-	Key
-	Total int `db:"total"`
+// listQuery builds List's SQL and collects its arguments.
+type listQuery struct {
+	args []any
+}
+
+// arg adds v to the arguments and returns its placeholder.
+func (q *listQuery) arg(v any) string {
+	q.args = append(q.args, v)
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+// branches returns SELECTs of matching key ids (column id) whose union is
+// the set of keys List matches: one without a query, else one per way a key
+// can match it.
+func (q *listQuery) branches(userID int64, state, query string) []string {
+	var conds []string
+	if userID != 0 {
+		conds = append(conds, "k.user_id = "+q.arg(userID))
+	}
+	switch state {
+	case StateRevoked:
+		conds = append(conds, "k.revoked_at IS NOT NULL")
+	case StateExpired:
+		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at <= now()")
+	case StateActive:
+		conds = append(conds, "k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())")
+	}
+	where := func(c ...string) string {
+		c = append(c, conds...)
+		if len(c) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(c, " AND ")
+	}
+	if query == "" {
+		return []string{"SELECT k.id FROM api_keys k" + where()}
+	}
+	// Secrets are searched on their own table; api_keys is joined only to
+	// filter, since reading it costs as much again when a prefix is common.
+	secrets := "FROM api_key_secrets s"
+	if len(conds) > 0 {
+		secrets += " JOIN api_keys k ON k.id = s.key_id"
+	}
+	pattern := q.arg("%" + escapeLike(query) + "%")
+	// A query longer than a stored prefix (a whole secret, say) is matched
+	// by its start, cut at a character boundary so that it stays valid UTF-8.
+	prefix := query
+	for len(prefix) > PrefixLen {
+		_, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+	}
+	out := []string{
+		"SELECT k.id FROM api_keys k" + where("k.name ILIKE "+pattern+` ESCAPE '\'`),
+		"SELECT k.id FROM api_keys k JOIN users u ON u.id = k.user_id" + where("u.email ILIKE "+pattern+` ESCAPE '\'`),
+		// a key has several secrets while an old one's grace runs
+		"SELECT DISTINCT s.key_id AS id " + secrets + where("s.prefix LIKE "+q.arg(escapeLike(prefix)+"%")+` ESCAPE '\'`),
+	}
+	if Check(query) == nil {
+		h := Hash(query)
+		out = append(out, "SELECT s.key_id AS id "+secrets+where("s.hash = "+q.arg(h[:])))
+	}
+	return out
+}
+
+// countKeys returns SQL counting the union of branches up to the bound
+// placeholder. It counts each branch up to bound first, since one branch
+// reaching it settles the answer without deduplicating every match, and only
+// otherwise counts their union.
+func countKeys(branches []string, bound string) string {
+	capped := func(b string) string { return "(SELECT count(*) FROM (" + b + " LIMIT " + bound + ") c)" }
+	if len(branches) == 1 {
+		return "SELECT " + capped(branches[0])
+	}
+	counts := make([]string, len(branches))
+	for i, b := range branches {
+		counts[i] = capped(b)
+	}
+	return "SELECT CASE WHEN greatest(" + strings.Join(counts, ", ") + ") >= " + bound + " THEN " + bound +
+		" ELSE (SELECT count(*) FROM (" + strings.Join(branches, " UNION ") + ") u) END"
 }
 
 func escapeLike(s string) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -469,6 +470,89 @@ func TestLastUsed(t *testing.T) {
 		}
 		if at := lastUsed(b.ID); !at.Equal(t0.Add(20 * time.Minute)) {
 			t.Fatalf("b last used %v after stop, want %v", at, t0.Add(20*time.Minute))
+		}
+	})
+}
+
+func TestListEdges(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// dev@example.com owns "dev box": the query "dev" matches it by name and
+	// by owner email, and "sk_live_" matches both of its secrets once rotated.
+	k, _, err := f.keys.Create(ctx, actor, apikeys.NewKey{UserID: f.dev, Name: "dev box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.keys.Rotate(ctx, actor, k.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	bulk := f.user(t, "bulk@corp.example", nil)
+	const extra = 5
+	if _, err := f.pool.Exec(ctx, `
+		WITH ks AS (
+			INSERT INTO api_keys (user_id, name) SELECT $1, 'bulk ' || g FROM generate_series(1, $2::int) g RETURNING id)
+		INSERT INTO api_key_secrets (key_id, hash, prefix)
+		SELECT id, sha256(convert_to(id::text, 'UTF8')), 'sk_test_' || lpad(id::text, 8, '0') FROM ks`,
+		bulk, apikeys.MaxTotal+extra); err != nil {
+		t.Fatal(err)
+	}
+	all := apikeys.MaxTotal + extra + 1
+	tests := []struct {
+		name      string
+		filter    apikeys.Filter
+		wantLen   int
+		wantFirst int64 // id of the first key on the page, 0 for none
+		total     int
+	}{
+		{"MatchedTwoWaysListedOnce", apikeys.Filter{Query: "dev"}, 1, k.ID, 1},
+		{"RotatedKeyListedOnce", apikeys.Filter{Query: "sk_live_"}, 1, k.ID, 1},
+		{"TotalStopsPastMaxTotal", apikeys.Filter{}, apikeys.DefaultPageSize, k.ID + int64(all) - 1, apikeys.MaxTotal + 1},
+		{"SearchTotalStopsPastMaxTotal", apikeys.Filter{Query: "bulk"}, apikeys.DefaultPageSize, k.ID + int64(all) - 1, apikeys.MaxTotal + 1},
+		{"PrefixTotalStopsPastMaxTotal", apikeys.Filter{Query: "sk_test_"}, apikeys.DefaultPageSize, k.ID + int64(all) - 1, apikeys.MaxTotal + 1},
+		{"ExactNearTheEnd", apikeys.Filter{Limit: 10, Offset: all - 4}, 4, k.ID + 3, all},
+		{"SearchExactNearTheEnd", apikeys.Filter{Query: "bulk", Limit: 10, Offset: all - 4}, 3, k.ID + 3, all - 1},
+		{"NextPageKnownPastMaxTotal", apikeys.Filter{Limit: 2, Offset: apikeys.MaxTotal}, 2, k.ID + extra, apikeys.MaxTotal + 3},
+		{"PastTheEndOfMany", apikeys.Filter{Query: "bulk", Offset: all + 100}, 0, 0, all - 1},
+		// the prefix searched is the query's first PrefixLen bytes, here
+		// ending inside a two-byte character
+		{"HugeOffset", apikeys.Filter{Query: "bulk", Offset: math.MaxInt}, 0, 0, all - 1},
+		{"MultibyteQuery", apikeys.Filter{Query: "aéééééééé"}, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ks, total, err := f.keys.List(ctx, tt.filter)
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			var first int64
+			if len(ks) > 0 {
+				first = ks[0].ID
+			}
+			if len(ks) != tt.wantLen || first != tt.wantFirst || total != tt.total {
+				t.Fatalf("List = %d keys from id %d, total %d; want %d from id %d, total %d",
+					len(ks), first, total, tt.wantLen, tt.wantFirst, tt.total)
+			}
+			for i := 1; i < len(ks); i++ {
+				if ks[i].ID >= ks[i-1].ID {
+					t.Fatalf("page not newest first: id %d after %d", ks[i].ID, ks[i-1].ID)
+				}
+			}
+		})
+	}
+	t.Run("PageKeysAreWhole", func(t *testing.T) {
+		ks, _, err := f.keys.List(ctx, apikeys.Filter{Query: "dev"})
+		if err != nil || len(ks) != 1 {
+			t.Fatalf("List = %v, %v", ks, err)
+		}
+		got, err := f.keys.Get(ctx, k.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the current (rotated) secret's prefix, the owner and the plan
+		a, _ := json.Marshal(ks[0])
+		b, _ := json.Marshal(got)
+		if string(a) != string(b) {
+			t.Fatalf("listed %s, Get %s", a, b)
 		}
 	})
 }
