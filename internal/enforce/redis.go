@@ -24,6 +24,8 @@ var decideScript string
 // production.
 type RedisOptions struct {
 	// Prefix starts every key (default "sluice:"); tests use a unique one.
+	// It may not contain braces: the subject's hash tag must be the key's
+	// first.
 	Prefix string
 	// Timeout bounds one decision, queueing included (default 100ms); past
 	// it the decision fails with ErrStoreUnavailable.
@@ -127,6 +129,9 @@ func (s *RedisStore) putCall(c *redisCall) {
 // failure mode governs meanwhile. It fails when Redis answers but rejects the
 // script, or when opts.Registerer holds conflicting metrics.
 func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore, error) {
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("redis store: key prefix %q contains a brace, which would displace the subject's hash tag", opts.Prefix)
+	}
 	m, err := newStoreMetrics(opts.Registerer, "redis")
 	if err != nil {
 		return nil, err

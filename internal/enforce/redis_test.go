@@ -390,3 +390,11 @@ func TestRedisStoreNegativeCache(t *testing.T) {
 		})
 	}
 }
+
+func TestNewRedisStoreRefusesABracedPrefix(t *testing.T) {
+	client, _ := newTestRedis(t)
+	if s, err := NewRedisStore(client, RedisOptions{Prefix: "app:{x}:"}); err == nil {
+		s.Close()
+		t.Fatal("NewRedisStore accepted a prefix with a hash tag of its own")
+	}
+}
