@@ -136,7 +136,15 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		{"/metrics", 200, "go_goroutines"},
 		{"/metrics", 200, "process_start_time_seconds"},
 		{"/", 200, "Sluice"},
-		{"/nope", 404, "404 page not found"},
+		{"/nope", 404, "There is nothing here."},
+		// every surface is mounted: the sample API behind the middleware,
+		// the generated docs, the admin API (token required), the UI
+		{"/api/items/1", 200, `"id":1`},
+		{"/api/rate-limit-status", 200, `"plan":"anonymous"`},
+		{"/docs/limits.md", 200, "anonymous"},
+		{"/admin/api/v1/openapi.json", 200, `"openapi": "3.1`},
+		{"/admin/api/v1/plans", 401, "problem"},
+		{"/signin", 200, "Sign in"},
 	}
 	for _, tt := range tests {
 		t.Run("GET "+tt.path, func(t *testing.T) {

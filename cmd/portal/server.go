@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +16,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/optokens"
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/sampleapi"
+	"github.com/sluicehq/sluice/internal/snapshot"
+	"github.com/sluicehq/sluice/internal/users"
+	"github.com/sluicehq/sluice/web"
+	"github.com/sluicehq/sluice/web/adminapi"
 )
 
 // serverDeps is what the HTTP surfaces are built from.
@@ -25,10 +37,23 @@ type serverDeps struct {
 	redis redis.UniversalClient
 }
 
+// protectedRoutes are the ServeMux patterns of the sample API that plan
+// tiers may name; the plans service refuses a tier on any other route.
+var protectedRoutes = []string{
+	sampleapi.RouteSearch, sampleapi.RouteItem, sampleapi.RouteCreateReport, sampleapi.RouteJob,
+}
+
+// limitStore is a counter store the UI can also read usage series from.
+type limitStore interface {
+	enforce.Store
+	web.UsageReader
+}
+
 // newServer builds the portal's whole HTTP surface on one root ServeMux:
 // the one place where every part of Sluice is mounted. It returns the handler
-// and a function that releases what the surfaces started (background
-// reloads, flushers), to call after the HTTP server has shut down.
+// and a function that stops what the surfaces started (the snapshot's
+// listener, the last-used flusher, the Redis batcher), to call after the HTTP
+// server has shut down.
 func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) {
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(
@@ -36,19 +61,97 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 
+	// Counters: Redis when configured, behind the failure-mode policy;
+	// otherwise the memory store (one instance).
+	var (
+		counters limitStore
+		limiter  enforce.Store
+		closers  []func()
+	)
+	if d.redis != nil {
+		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{Registerer: metrics})
+		if err != nil {
+			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script: %w", err)
+		}
+		closers = append(closers, func() { _ = rs.Close() })
+		fo := enforce.FailoverOptions{Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics}
+		if d.cfg.RedisFailureMode == enforce.FailLocal {
+			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+		}
+		counters, limiter = rs, enforce.NewFailoverStore(rs, fo)
+	} else {
+		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics})
+		counters, limiter = mem, mem
+	}
+
+	// The control plane: services over Postgres, and the snapshot every
+	// request is resolved against, rebuilt on NOTIFY.
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	planSvc := plans.NewService(d.pool, protectedRoutes, d.logger)
+	keySvc := apikeys.NewService(d.pool, protectedRoutes, d.logger)
+	lastUsed := apikeys.NewLastUsed(d.pool, d.logger, time.Minute)
+	holder := snapshot.NewHolder(d.pool, d.logger, snapshot.Options{LastUsed: lastUsed})
+	if err := holder.Load(ctx); err != nil {
+		stop()
+		for _, c := range closers {
+			c()
+		}
+		return nil, nil, fmt.Errorf("load plans and keys: %w", err)
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = holder.Run(bg) }()
+	go func() { defer wg.Done(); _ = lastUsed.Run(bg) }()
+
+	mw := enforce.NewMiddleware(limiter, holder, enforce.MiddlewareOptions{
+		TrustedProxies: d.cfg.TrustedProxies,
+		Logger:         d.logger,
+		Registerer:     metrics,
+		FailureMode:    d.cfg.RedisFailureMode,
+	})
+
+	health := []web.HealthCheck{{Name: "Postgres", Check: d.pool.Ping}}
+	if d.redis != nil {
+		health = append(health, web.HealthCheck{Name: "Redis", Check: func(ctx context.Context) error {
+			return d.redis.Ping(ctx).Err()
+		}})
+	}
+
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", readyz(d.pool, d.redis, d.logger))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
+	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
+	mux.Handle(adminapi.Prefix+"/", adminapi.New(adminapi.Deps{
+		Plans:  planSvc,
+		Keys:   keySvc,
+		Tokens: optokens.NewStore(d.pool, d.cfg.AdminToken),
+		Store:  limiter,
+		Pool:   d.pool,
+		Logger: d.logger,
+	}))
+	// The browser surfaces: /admin/ (operators), /app/ and /signup
+	// (developers), /docs, /static/, sign-in.
+	mux.Handle("/", web.New(web.Deps{
+		Logger:         d.logger,
+		SessionSecret:  d.cfg.SessionSecret,
+		Users:          users.NewRepo(d.pool),
+		Pool:           d.pool,
+		Plans:          planSvc,
+		Keys:           keySvc,
+		Limiter:        limiter,
+		Usage:          counters,
+		Health:         health,
+		TrustedProxies: d.cfg.TrustedProxies,
+	}))
 
-	// Mount the other surfaces here, each behind its own prefix:
-	//   /api/          the sample API behind the enforce middleware
-	//   /admin/        operator UI, /admin/api/v1/ the admin JSON API
-	//   /app/          developer UI, /docs generated limit docs
-	//   /static/       assets
-	mux.HandleFunc("GET /{$}", home)
-
-	return mux, func() {}, nil
+	return mux, func() {
+		stop()
+		wg.Wait() // the last-used flusher writes its final batch here
+		for _, c := range closers {
+			c()
+		}
+	}, nil
 }
 
 // healthz answers 200 while the process is up, whatever its dependencies
@@ -95,14 +198,6 @@ func readyz(pool *pgxpool.Pool, rdb redis.UniversalClient, logger *slog.Logger) 
 		}
 		_ = json.NewEncoder(w).Encode(res)
 	})
-}
-
-// home points a person who opens the printed URL at the surfaces.
-func home(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write([]byte(`<!doctype html><title>Sluice</title><h1>Sluice</h1><ul>
-<li><a href="/admin/">Operator console</a></li><li><a href="/app/">Developer portal</a></li>
-<li><a href="/docs">API limits documentation</a></li><li><a href="/readyz">Readiness</a></li></ul>`))
 }
 
 // randomToken returns n random bytes, URL-safe base64 encoded.
