@@ -56,6 +56,15 @@ type Config struct {
 	// Instances is how many portal instances share the Redis counters
 	// (PORTAL_INSTANCES); FailureLocal divides each limit by it.
 	Instances int
+	// RedisPrefix starts every Redis key the portal writes
+	// (PORTAL_REDIS_PREFIX), so portals that share one Redis but not their
+	// plans and keys (staging and production, parallel tests) keep apart.
+	// Every instance of one portal must use the same prefix.
+	RedisPrefix string
+	// LastUsedInterval is how often keys' last use is written to Postgres in
+	// one batch (PORTAL_LAST_USED_INTERVAL); the dashboard's usage overview
+	// lists a newly used key at most this late.
+	LastUsedInterval time.Duration
 	// LogJSON switches logs from text to JSON (PORTAL_LOG_FORMAT, -log-json).
 	LogJSON bool
 	// LogLevel is the minimum level logged (PORTAL_LOG_LEVEL).
@@ -171,6 +180,26 @@ func settings(getenv func(string) string) []setting {
 					return errors.New("out of range")
 				}
 				c.Instances = n
+				return nil
+			}},
+		{env: "PORTAL_REDIS_PREFIX", flag: "redis-prefix", def: "sluice:", accepts: "1 to 64 characters without spaces or braces, e.g. sluice:staging:",
+			set: func(c *Config, v string) error {
+				c.RedisPrefix = v
+				switch {
+				case v == "" || len(v) > 64:
+					return errors.New("length out of range")
+				case strings.ContainsAny(v, "{} \t\r\n"):
+					return errors.New("contains a brace or a space")
+				}
+				return nil
+			}},
+		{env: "PORTAL_LAST_USED_INTERVAL", flag: "last-used-interval", def: "1m", accepts: "a duration from 1s to 1h, e.g. 1m",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < time.Second || d > time.Hour {
+					return errors.New("out of range")
+				}
+				c.LastUsedInterval = d
 				return nil
 			}},
 		{env: "PORTAL_LOG_FORMAT", flag: "log-format", def: "text", accepts: "text or json",

@@ -69,7 +69,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		closers  []func()
 	)
 	if d.redis != nil {
-		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{Registerer: metrics})
+		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{Prefix: d.cfg.RedisPrefix, Registerer: metrics})
 		if err != nil {
 			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script: %w", err)
 		}
@@ -90,7 +90,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	var wg sync.WaitGroup
 	planSvc := plans.NewService(d.pool, protectedRoutes, d.logger)
 	keySvc := apikeys.NewService(d.pool, protectedRoutes, d.logger)
-	lastUsed := apikeys.NewLastUsed(d.pool, d.logger, time.Minute)
+	lastUsed := apikeys.NewLastUsed(d.pool, d.logger, d.cfg.LastUsedInterval)
 	holder := snapshot.NewHolder(d.pool, d.logger, snapshot.Options{LastUsed: lastUsed})
 	if err := holder.Load(ctx); err != nil {
 		stop()
