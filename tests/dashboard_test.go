@@ -160,6 +160,11 @@ func TestDashboardLiveView(t *testing.T) {
 			t.Fatalf("traffic: status %d", s)
 		}
 	}
+	// The portal keeps its counters under this test's prefix
+	// (PORTAL_REDIS_PREFIX), apart from every other test's.
+	if n := p.countersUnderPrefix(t); n == 0 {
+		t.Errorf("no Redis keys under %s after the traffic", p.Prefix)
+	}
 	want := strconv.Itoa(before + sent)
 	expr := fmt.Sprintf(`(document.querySelector('[data-testid="live-used"]')||{}).textContent === %q`, want)
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second))); err != nil {
@@ -257,7 +262,8 @@ func TestDashboardOverviewDark(t *testing.T) {
 		t.Fatalf("traffic admitted %d rejected %d, want 5 and 3", admitted, rejected)
 	}
 	// The overview lists keys used in the last hour; the key's last use
-	// reaches Postgres in the next batch (every second here).
+	// reaches Postgres in the portal's next batch (every second here:
+	// PORTAL_LAST_USED_INTERVAL=1s).
 	if _, ok := eventually(5*time.Second, func() bool {
 		var used bool
 		err := p.Pool.QueryRow(context.Background(), `SELECT last_used_at IS NOT NULL FROM api_keys WHERE id = $1`, k.ID).Scan(&used)

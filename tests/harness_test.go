@@ -1,116 +1,313 @@
-// Package tests holds Sluice's end-to-end tests: the portal with real
-// Postgres and Redis, driven by a real headless Chromium.
+// Package tests holds Sluice's end-to-end tests: the built portal program on
+// real Postgres and Redis, driven by a real headless Chromium and by HTTP
+// clients from outside the process.
 package tests
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/sampleapi"
-	"github.com/sluicehq/sluice/internal/snapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/internal/users"
-	"github.com/sluicehq/sluice/web"
 )
 
 const (
 	operatorEmail = "operator@example.com"
 	devEmail      = "developer@example.com"
 	password      = "correct horse battery staple"
+	// sessionSecret is the portal's PORTAL_SESSION_SECRET in these tests.
+	sessionSecret = "browser-test-session-secret-0123456789"
 )
 
-// portal is a Sluice portal as a test sees it: its URL and the services to
-// arrange data with.
-type portal struct {
-	URL    string
-	Pool   *pgxpool.Pool
-	Plans  *plans.Service
-	Keys   *apikeys.Service
-	Users  *users.Repo
-	Holder *snapshot.Holder
-	Dev    users.User
+// routes are the sample API's patterns plan tiers may name, as cmd/portal
+// passes them to the plans and keys services.
+var routes = []string{sampleapi.RouteSearch, sampleapi.RouteItem, sampleapi.RouteCreateReport, sampleapi.RouteJob}
+
+// build is the portal binary this test binary built, once, on first use.
+type build struct {
+	once sync.Once
+	// dir holds the binary; TestMain removes it.
+	dir  string
+	path string
+	err  error
 }
 
-// startPortal runs the portal's surfaces in this process, on 127.0.0.1 and a
-// free port, over a fresh Postgres database and a private Redis key prefix:
-// the sample API behind the enforce middleware and the control-plane
-// snapshot, and the web UI. It is wired as cmd/portal wires them.
+// portalBinary is the one build of ./cmd/portal shared by every test of this
+// binary: building takes seconds, starting it per test well under one.
+var portalBinary build
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if portalBinary.dir != "" {
+		_ = os.RemoveAll(portalBinary.dir)
+	}
+	os.Exit(code)
+}
+
+// binary builds ./cmd/portal on first call and returns its path.
+func binary(t *testing.T) string {
+	t.Helper()
+	portalBinary.once.Do(func() {
+		start := time.Now()
+		root, err := moduleRoot()
+		if err != nil {
+			portalBinary.err = err
+			return
+		}
+		if portalBinary.dir, err = os.MkdirTemp("", "sluice-e2e-"); err != nil {
+			portalBinary.err = fmt.Errorf("temp dir for the portal binary: %w", err)
+			return
+		}
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			goCmd = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		path := filepath.Join(portalBinary.dir, "portal")
+		cmd := exec.Command(goCmd, "build", "-o", path, "./cmd/portal")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			portalBinary.err = fmt.Errorf("go build ./cmd/portal: %w\n%s", err, out)
+			return
+		}
+		portalBinary.path = path
+		t.Logf("built ./cmd/portal in %v", time.Since(start).Round(time.Millisecond))
+	})
+	if portalBinary.err != nil {
+		t.Fatal(portalBinary.err)
+	}
+	return portalBinary.path
+}
+
+// moduleRoot is the nearest directory above the working directory (the
+// package's, under go test) that holds go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// portal is a running portal program as a test sees it: its URL, and the
+// services to arrange data with in the same database.
+type portal struct {
+	URL   string
+	Pool  *pgxpool.Pool
+	Plans *plans.Service
+	Keys  *apikeys.Service
+	Users *users.Repo
+	Dev   users.User
+	// Redis and Prefix are the test's view of the portal's counters: every
+	// key the portal writes starts with Prefix (PORTAL_REDIS_PREFIX).
+	Redis  redis.UniversalClient
+	Prefix string
+	// Log is the file holding the program's stdout and stderr.
+	Log string
+}
+
+var listeningRE = regexp.MustCompile(`Sluice is listening on (http://\S+)`)
+
+// startPortal runs the built portal program for one test: on 127.0.0.1 and a
+// free port, over a fresh Postgres database and a private Redis key prefix,
+// without the demo plans, with the operator account operatorEmail and a
+// developer devEmail. It is stopped with SIGTERM when the test ends and must
+// then exit 0 within a few seconds; if the test failed its log is kept in the
+// test's artifact directory and its tail printed.
 func startPortal(t *testing.T) *portal {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	pool := testenv.Postgres(t)
+	bin := binary(t)
+	// Registered first, so cleaned up last: the database is dropped and the
+	// Redis keys deleted after the program has stopped.
+	dbURL := testenv.PostgresURL(t)
 	rdb, prefix := testenv.Redis(t)
-	store, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{Prefix: prefix})
+	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
-		t.Fatalf("redis store: %v", err)
+		t.Fatalf("open pool: %v", err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
+	t.Cleanup(pool.Close)
+	artifacts := t.ArtifactDir()
+	logPath := filepath.Join(t.TempDir(), "portal.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	routes := []string{sampleapi.RouteSearch, sampleapi.RouteItem, sampleapi.RouteCreateReport}
-	lastUsed := apikeys.NewLastUsed(pool, logger, time.Second)
-	go func() { _ = lastUsed.Run(ctx) }()
-	holder := snapshot.NewHolder(pool, logger, snapshot.Options{LastUsed: lastUsed})
-	go func() { _ = holder.Run(ctx) }()
+	env := map[string]string{
+		"DATABASE_URL":              dbURL,
+		"REDIS_URL":                 testenv.RedisURL(t),
+		"PORTAL_REDIS_PREFIX":       prefix,
+		"PORTAL_ADDR":               "127.0.0.1:0",
+		"PORTAL_DATA_DIR":           filepath.Join(t.TempDir(), "data"),
+		"PORTAL_ADMIN_EMAIL":        operatorEmail,
+		"PORTAL_ADMIN_PASSWORD":     password,
+		"PORTAL_SESSION_SECRET":     sessionSecret,
+		"PORTAL_SHUTDOWN_TIMEOUT":   "5s",
+		"PORTAL_LAST_USED_INTERVAL": "1s",
+		"PORTAL_LOG_LEVEL":          "debug",
+	}
+	cmd := exec.Command(bin, "-no-demo")
+	cmd.Env = portalEnv(env)
+	cmd.Stderr = logFile
+	// If this test binary dies, the portal dies with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	urls := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if m := listeningRE.FindStringSubmatch(line); m != nil {
+				select {
+				case urls <- m[1]:
+				default:
+				}
+			}
+		}
+		// Drain anything past an overlong line so the program never blocks
+		// on a full pipe.
+		_, _ = io.Copy(logFile, stdout)
+	}()
+	exited := make(chan error, 1)
+	go func() {
+		<-copied // Wait must not close the pipe before it is read out
+		exited <- cmd.Wait()
+	}()
+
+	p := &portal{Pool: pool, Redis: rdb, Prefix: prefix, Log: logPath}
+	t.Cleanup(func() {
+		stopPortal(t, cmd, exited)
+		_ = logFile.Close()
+		checkLog(t, logPath, artifacts)
+	})
+
 	select {
-	case <-holder.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("snapshot not loaded within 10 s")
+	case p.URL = <-urls:
+		t.Logf("portal started in %v at %s", time.Since(start).Round(time.Millisecond), p.URL)
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("the portal exited before listening: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the portal printed no URL within 60 s")
 	}
 
-	p := &portal{
-		Pool:   pool,
-		Plans:  plans.NewService(pool, routes, logger),
-		Keys:   apikeys.NewService(pool, routes, logger),
-		Users:  users.NewRepo(pool),
-		Holder: holder,
-	}
-	if _, err := p.Users.Create(ctx, users.NewUser{Email: operatorEmail, Password: password, Role: users.RoleOperator}); err != nil {
-		t.Fatalf("create operator: %v", err)
-	}
-	if p.Dev, err = p.Users.Create(ctx, users.NewUser{Email: devEmail, Password: password, Role: users.RoleDeveloper}); err != nil {
+	logger := slog.New(slog.DiscardHandler)
+	p.Plans = plans.NewService(pool, routes, logger)
+	p.Keys = apikeys.NewService(pool, routes, logger)
+	p.Users = users.NewRepo(pool)
+	if p.Dev, err = p.Users.Create(context.Background(), users.NewUser{Email: devEmail, Password: password, Role: users.RoleDeveloper}); err != nil {
 		t.Fatalf("create developer: %v", err)
 	}
-
-	mw := enforce.NewMiddleware(store, holder, enforce.MiddlewareOptions{Logger: logger})
-	ui := web.New(web.Deps{
-		Logger:        logger,
-		SessionSecret: []byte("browser-test-session-secret-0123456789"),
-		Users:         p.Users,
-		Pool:          pool,
-		Plans:         p.Plans,
-		Keys:          p.Keys,
-		Limiter:       store,
-		Usage:         store,
-		Health: []web.HealthCheck{
-			{Name: "Postgres", Check: pool.Ping},
-			{Name: "Redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		},
-	})
-	mux := http.NewServeMux()
-	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: logger}))
-	mux.Handle("/", ui)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
 	return p
+}
+
+// portalEnv is this process's environment without anything that configures
+// a portal, plus env: the program under test reads only what the test sets.
+func portalEnv(env map[string]string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "DATABASE_URL" || name == "REDIS_URL" || strings.HasPrefix(name, "PORTAL_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// stopPortal sends SIGTERM and fails the test unless the program exits 0
+// within shutdownWithin.
+func stopPortal(t *testing.T, cmd *exec.Cmd, exited chan error) {
+	t.Helper()
+	const shutdownWithin = 5 * time.Second
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("SIGTERM the portal: %v", err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("the portal exited with %v after SIGTERM, want status 0", err)
+			return
+		}
+		t.Logf("portal stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	case <-time.After(shutdownWithin):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Errorf("the portal did not exit within %v of SIGTERM; killed", shutdownWithin)
+	}
+}
+
+// checkLog fails the test if the program's log holds a secret, and keeps the
+// log in the test's artifact directory, printing its tail, when the test
+// failed.
+func checkLog(t *testing.T, path, artifacts string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("read the portal's log: %v", err)
+		return
+	}
+	for name, secret := range map[string]string{"the admin password": password, "the session secret": sessionSecret} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("the portal's log holds %s", name)
+		}
+	}
+	if !t.Failed() {
+		return
+	}
+	kept := filepath.Join(artifacts, "portal.log")
+	if err := os.WriteFile(kept, b, 0o644); err != nil {
+		t.Errorf("keep the portal's log: %v", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	t.Logf("portal log kept at %s; its last lines:\n%s", kept, strings.Join(lines, "\n"))
 }
 
 // chromiumPath finds the browser; the tests need one and say how to get it.
@@ -243,6 +440,10 @@ func apiStatus(t *testing.T, base, path, secret string) int {
 	return res.StatusCode
 }
 
+// keyOnPlan creates a public plan with the tiers and a key of the developer
+// on it, through the services on the portal's database, and waits (at most
+// 5 s, consuming nothing) until the running portal accepts the key: it
+// learns of both from Postgres NOTIFY.
 func (p *portal) keyOnPlan(t *testing.T, slug string, tiers ...plans.LimitInput) (apikeys.Key, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -254,7 +455,26 @@ func (p *portal) keyOnPlan(t *testing.T, slug string, tiers ...plans.LimitInput)
 	if err != nil {
 		t.Fatalf("create key: %v", err)
 	}
+	took, ok := eventually(5*time.Second, func() bool { return apiStatus(t, p.URL, "/api/rate-limit-status", secret) == http.StatusOK })
+	if !ok {
+		t.Fatalf("the portal did not accept the new key within %v", took)
+	}
+	t.Logf("the portal accepted the new key %v after it was created", took)
 	return k, secret
+}
+
+// countersUnderPrefix counts the Redis keys under the test's prefix.
+func (p *portal) countersUnderPrefix(t *testing.T) int {
+	t.Helper()
+	n := 0
+	iter := p.Redis.Scan(context.Background(), 0, p.Prefix+"*", 500).Iterator()
+	for iter.Next(context.Background()) {
+		n++
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("scan %s*: %v", p.Prefix, err)
+	}
+	return n
 }
 
 // eventually polls cond every 50 ms until it holds or within passes.
