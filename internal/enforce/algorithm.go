@@ -86,6 +86,11 @@ type params struct {
 	burst  int64 // token bucket capacity (defaulted) or leaky bucket queue depth
 	cost   int64
 	queue  bool
+	// interval (T = W/limit, µs per unit of cost) and tolerance (burst*T)
+	// are the bucket algorithms' figures, computed once per limit with the
+	// same float64 operations the script runs per call.
+	interval  float64
+	tolerance float64
 }
 
 func paramsOf(l *Limit) (params, error) {
@@ -102,6 +107,8 @@ func paramsOf(l *Limit) (params, error) {
 	case p.kind != kindTokenBucket && p.kind != kindLeakyBucket:
 		p.burst = 0 // ignored, so it must not tell states apart
 	}
+	p.interval = float64(p.window) / float64(p.limit)
+	p.tolerance = float64(p.burst) * p.interval
 	return p, nil
 }
 
@@ -124,25 +131,55 @@ func limitError(l Limit) error {
 
 // validateRequest checks what both stores need before touching state.
 func validateRequest(req Request) error {
-	if req.Subject == "" {
+	if err := validateSubject(req.Subject); err != nil {
+		return err
+	}
+	return validateLimitNames(req.Limits)
+}
+
+// validateSubject refuses a subject that cannot name counters.
+func validateSubject(subject string) error {
+	if subject == "" {
 		return fmt.Errorf("%w: empty subject", ErrInvalidRequest)
 	}
-	if strings.IndexByte(req.Subject, '{') >= 0 || strings.IndexByte(req.Subject, '}') >= 0 {
+	if strings.IndexByte(subject, '{') >= 0 || strings.IndexByte(subject, '}') >= 0 {
 		// A brace would end the Redis Cluster hash tag early and scatter one
 		// subject's keys over several slots.
-		return fmt.Errorf("%w: subject %q contains a brace", ErrInvalidRequest, req.Subject)
+		return fmt.Errorf("%w: subject %q contains a brace", ErrInvalidRequest, subject)
 	}
-	if len(req.Limits) == 0 {
+	return nil
+}
+
+// validateLimitNames refuses an empty limit set and one naming a limit
+// twice (their counters would collide).
+func validateLimitNames(limits []Limit) error {
+	if len(limits) == 0 {
 		return fmt.Errorf("%w: no limits", ErrInvalidRequest)
 	}
-	for i := range req.Limits {
-		for j := i + 1; j < len(req.Limits); j++ {
-			if req.Limits[i].Name == req.Limits[j].Name {
-				return fmt.Errorf("%w: limit name %q used twice", ErrInvalidRequest, req.Limits[i].Name)
+	for i := range limits {
+		for j := i + 1; j < len(limits); j++ {
+			if limits[i].Name == limits[j].Name {
+				return fmt.Errorf("%w: limit name %q used twice", ErrInvalidRequest, limits[i].Name)
 			}
 		}
 	}
 	return nil
+}
+
+// compileLimits validates a limit set as validateRequest and paramsOf do and
+// appends each limit's params to dst.
+func compileLimits(limits []Limit, dst []params) ([]params, error) {
+	if err := validateLimitNames(limits); err != nil {
+		return nil, err
+	}
+	for i := range limits {
+		p, err := paramsOf(&limits[i])
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, p)
+	}
+	return dst, nil
 }
 
 // layerOut is one layer's verdict in microseconds.
@@ -165,6 +202,19 @@ func (o layerOut) result(l Limit) LayerResult {
 		r.RetryAfter = micros(max(o.retry, 1))
 	}
 	return r
+}
+
+// fill is result writing in place, sparing the hot path two copies of the
+// Limit.
+func (o layerOut) fill(r *LayerResult, l *Limit) {
+	r.Limit = *l
+	r.Allowed = o.allowed
+	r.Remaining = o.remaining
+	r.ResetAfter = micros(o.reset)
+	r.RetryAfter = 0
+	if !o.allowed {
+		r.RetryAfter = micros(max(o.retry, 1))
+	}
 }
 
 // counterState is the scalar state of every algorithm but the sliding log:
@@ -258,13 +308,13 @@ func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next
 // evalTokenBucket is a token bucket kept as its GCRA equivalent: tat is when
 // the bucket would be full again; tokens = burst - (tat-now)/T, T = W/limit.
 func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
-	t := float64(p.window) / float64(p.limit)
+	t := p.interval
 	n := float64(now)
 	base := n
 	if s.has && s.tat > n {
 		base = s.tat
 	}
-	tolerance := float64(p.burst) * t
+	tolerance := p.tolerance
 	newTat := base + float64(p.cost)*t
 	ok := newTat-n <= tolerance
 	used := base - n
@@ -288,13 +338,13 @@ func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *c
 // most burst*T (burst requests queued ahead of it). In ModeReject the same
 // rule polices without waiting, so up to burst+1 requests pass back to back.
 func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
-	t := float64(p.window) / float64(p.limit)
+	t := p.interval
 	n := float64(now)
 	base := n
 	if s.has && s.tat > n {
 		base = s.tat
 	}
-	tolerance := float64(p.burst) * t
+	tolerance := p.tolerance
 	wait := base - n
 	ok := wait <= tolerance
 	depth := wait
@@ -315,21 +365,6 @@ func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *c
 		out.retry = int64(math.Ceil(wait - tolerance))
 	}
 	return out
-}
-
-// evalCounter evaluates every algorithm but the sliding log over s; when
-// commit is true and the limit admits, it writes the consumed state to next.
-func evalCounter(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
-	switch p.kind {
-	case kindFixedWindow:
-		return evalFixedWindow(s, p, now, commit, next)
-	case kindSlidingCounter:
-		return evalSlidingCounter(s, p, now, commit, next)
-	case kindTokenBucket:
-		return evalTokenBucket(s, p, now, commit, next)
-	default:
-		return evalLeakyBucket(s, p, now, commit, next)
-	}
 }
 
 // expiresAt is when a counter state no longer matters, in µs.

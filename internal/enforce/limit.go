@@ -119,6 +119,12 @@ type Decision struct {
 	// Delay is how long an admitted request must wait before it proceeds
 	// (a leaky bucket in queue mode); zero otherwise.
 	Delay time.Duration
+	// At is the store's clock reading the decision was made at (the memory
+	// store's clock, Redis's TIME), to the microsecond. The layers'
+	// ResetAfter and RetryAfter count from it, so At.Add(ResetAfter) is the
+	// exact reset instant whatever time the caller reads its own clock. The
+	// zero Time means the store did not say; callers then use their clock.
+	At time.Time
 }
 
 // LayerResult is one limit's part of a Decision.

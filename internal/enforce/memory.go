@@ -3,9 +3,12 @@ package enforce
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -34,18 +37,28 @@ type MemoryOptions struct {
 // affects any decision (and its usage series has aged out), so memory stays
 // bounded by the subjects active within the longest window or UsageRetention.
 // It is safe for concurrent use.
+//
+// A limit slice passed again and again (a plan's limits from an immutable
+// snapshot) is validated once: the store remembers it by the address of its
+// first element and checks on each use that its contents are unchanged, so
+// editing a slice in place is still seen, only more slowly.
 type MemoryStore struct {
-	now        func() time.Time
+	now        func() time.Time // nil: wall
+	wall       wallClock
 	seed       maphash.Seed
 	shards     []memShard
+	sets       limitSetCache
 	sweepEvery int64 // µs
 	usage      bool
 	metrics    *storeMetrics
 }
 
 type memShard struct {
-	mu       sync.Mutex
-	subjects map[string]*subjectState
+	mu sync.Mutex
+	// subjects is keyed by the subject's hash, which also picks the shard,
+	// so the name is hashed once per decision; subjects whose hashes
+	// collide are chained through subjectState.next.
+	subjects map[uint64]*subjectState
 	// The shard sweeps idle subjects when it reaches sweepLen entries or
 	// the clock passes sweepAt (µs).
 	sweepLen int
@@ -53,24 +66,48 @@ type memShard struct {
 	_        [32]byte // pad to 64 bytes: neighbouring shards' locks on separate cache lines
 }
 
+// subjectState is one subject's state. Its first fields fill one cache line
+// and the states of its first two limits (a plan-wide limit and a route's
+// tier) are stored inline, so a decision touches one allocation.
 type subjectState struct {
+	subject string
+	next    *subjectState // another subject with the same hash
 	limits  []limitState
-	usage   []routeSeries
 	expires int64 // µs: when nothing of this subject matters any more
+	last    int64 // µs: the clock reading of the latest write
+	inline  [2]limitState
+	usage   []routeSeries
 }
 
 // limitState is one limit's state; a limit edited to another window, limit
 // or burst is a new state (the old one ages out), as in Redis, where those
-// figures are part of the key.
+// figures are part of the key. The fields a decision reads come first.
 type limitState struct {
-	name    string
-	kind    algKind
-	window  int64
-	limit   int64
-	burst   int64
+	key     *limitKey
 	counter counterState
-	log     logRing
 	expires int64
+	log     logRing
+}
+
+// limitKey tells limit states apart: the limit's name and the figures that
+// give its counters their meaning. A state points to the key of the limit set
+// it was created or last found by, shared with every other subject, so
+// finding a state compares a pointer and, failing that, reads a key that is
+// hot in the cache rather than one more line of the subject's own.
+type limitKey struct {
+	name   string
+	kind   algKind
+	window int64
+	limit  int64
+	burst  int64
+}
+
+func newLimitKey(l *Limit, p *params) limitKey {
+	return limitKey{name: l.Name, kind: p.kind, window: p.window, limit: p.limit, burst: p.burst}
+}
+
+func (k *limitKey) matches(name string, p *params) bool {
+	return k.name == name && k.kind == p.kind && k.window == p.window && k.limit == p.limit && k.burst == p.burst
 }
 
 const minSweepLen = 64
@@ -103,14 +140,12 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		usage:      !opts.DisableUsage,
 		metrics:    m,
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
+	s.wall.anchor()
 	if s.sweepEvery <= 0 {
 		s.sweepEvery = time.Minute.Microseconds()
 	}
 	for i := range s.shards {
-		s.shards[i].subjects = make(map[string]*subjectState)
+		s.shards[i].subjects = make(map[uint64]*subjectState)
 		s.shards[i].sweepLen = minSweepLen
 	}
 	return s
@@ -142,150 +177,251 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.subjects)
+		for _, sub := range sh.subjects {
+			for ; sub != nil; sub = sub.next {
+				n++
+			}
+		}
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-func (s *MemoryStore) shard(subject string) *memShard {
+// locate hashes subject once for both its shard and its key there.
+func (s *MemoryStore) locate(subject string) (*memShard, uint64) {
+	h := maphash.String(s.seed, subject)
 	// The count is a power of two, so a mask replaces a division.
-	return &s.shards[maphash.String(s.seed, subject)&uint64(len(s.shards)-1)]
+	return &s.shards[h&uint64(len(s.shards)-1)], h
+}
+
+// get returns the state of subject, whose hash is h, or nil.
+func (sh *memShard) get(h uint64, subject string) *subjectState {
+	sub := sh.subjects[h]
+	for sub != nil && sub.subject != subject {
+		sub = sub.next
+	}
+	return sub
+}
+
+// add creates the state of a subject seen for the first time.
+func (sh *memShard) add(h uint64, subject string) *subjectState {
+	sub := &subjectState{subject: subject, next: sh.subjects[h]}
+	sub.limits = sub.inline[:0]
+	sh.subjects[h] = sub
+	return sub
+}
+
+// clock reads the store's clock in µs since the Unix epoch.
+func (s *MemoryStore) clock() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
+	}
+	return s.wall.micros()
 }
 
 func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (Decision, error) {
-	if err := validateRequest(req); err != nil {
+	if err := validateSubject(req.Subject); err != nil {
 		return Decision{}, err
 	}
-	var workBuf [maxInlineLayers]layerWork
-	work := workBuf[:0]
-	for i := range req.Limits {
-		p, err := paramsOf(&req.Limits[i])
-		if err != nil {
-			return Decision{}, err
-		}
-		work = append(work, layerWork{p: p})
+	if set := s.sets.get(req.Limits); set != nil {
+		return s.decideCompiled(req, set.params, set.keys, consume, layers), nil
+	}
+	return s.decideUncached(req, consume, layers)
+}
+
+// decideUncached validates a limit slice the cache does not hold (yet).
+func (s *MemoryStore) decideUncached(req Request, consume bool, layers []LayerResult) (Decision, error) {
+	var buf [maxInlineLayers]params
+	ps, keys, err := s.sets.compile(req.Limits, buf[:0])
+	if err != nil {
+		return Decision{}, err
+	}
+	return s.decideCompiled(req, ps, keys, consume, layers), nil
+}
+
+// decideCompiled decides req, whose limits have params ps and, when their
+// set is cached, state keys keys (else nil).
+func (s *MemoryStore) decideCompiled(req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) Decision {
+	// Scratch space: each layer's stored state (nil when it has none yet)
+	// and, for an admitting counter layer, its state after consuming.
+	var statesBuf [maxInlineLayers]*limitState
+	var nextBuf [maxInlineLayers]counterState
+	states, next := statesBuf[:], nextBuf[:]
+	if len(ps) > maxInlineLayers {
+		states, next = make([]*limitState, len(ps)), make([]counterState, len(ps))
 	}
 
-	sh := s.shard(req.Subject)
+	// The clock is read before the lock, which then guards nothing but the
+	// state itself.
+	now := s.clock()
+	sh, h := s.locate(req.Subject)
 	sh.mu.Lock()
-	// Reading the clock under the lock keeps time monotonic per subject, so
-	// racing requests cannot step a window back.
-	nowT := s.now()
-	now := nowT.UnixMicro()
-	sub := sh.subjects[req.Subject]
-	allowed := true
-	for i := range work {
-		w := &work[i]
-		w.out = evaluate(sub.find(req.Limits[i].Name, &w.p), w, now, consume)
-		allowed = allowed && w.out.allowed
+	sub := sh.get(h, req.Subject)
+	if sub != nil && now < sub.last {
+		// A racing request read the clock after this one but wrote first:
+		// read it again, so that a subject's state never steps back in
+		// time (as when the clock is read under the lock).
+		now = s.clock()
 	}
-	if consume && (allowed || s.usage) {
-		if sub == nil {
-			sub = &subjectState{}
-			sh.subjects[req.Subject] = sub
+	// fill writes every field of a layer, so the layers need no zeroing.
+	d := Decision{Allowed: true, Layers: slices.Grow(layers[:0], len(ps))[:len(ps)], At: time.UnixMicro(now)}
+	var wait int64
+	for i := range ps {
+		p, l := &ps[i], &req.Limits[i]
+		var key *limitKey
+		if keys != nil {
+			key = &keys[i]
 		}
-		if allowed {
-			s.commit(sub, req, work, now)
+		st := sub.find(key, l.Name, p)
+		states[i] = st
+		out := evaluate(st, p, now, consume, &next[i])
+		d.Allowed = d.Allowed && out.allowed
+		if p.queue {
+			wait = max(wait, out.wait)
+		}
+		out.fill(&d.Layers[i], l)
+	}
+	if consume {
+		if d.Allowed {
+			if sub == nil {
+				sub = sh.add(h, req.Subject)
+			}
+			sub.commit(req.Limits, ps, keys, states, next, now)
+			d.Delay = micros(wait)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
-			for i := range work {
-				if w := &work[i]; w.out.allowed {
-					w.out = evaluate(sub.find(req.Limits[i].Name, &w.p), w, now, false)
+			for i := range ps {
+				if d.Layers[i].Allowed {
+					evaluate(states[i], &ps[i], now, false, nil).fill(&d.Layers[i], &req.Limits[i])
 				}
+			}
+			if s.usage && sub == nil {
+				sub = sh.add(h, req.Subject)
 			}
 		}
 		if s.usage {
-			sub.recordUsage(req.Route, nowT.Unix(), allowed)
+			sub.recordUsage(req.Route, now/int64(time.Second/time.Microsecond), d.Allowed)
 			sub.expires = max(sub.expires, now+UsageRetention.Microseconds())
 		}
-	}
-	if consume && (len(sh.subjects) >= sh.sweepLen || now >= sh.sweepAt) {
-		sh.sweep(now, s.sweepEvery)
+		if sub != nil {
+			sub.last = max(sub.last, now)
+		}
+		if len(sh.subjects) >= sh.sweepLen || now >= sh.sweepAt {
+			sh.sweep(now, s.sweepEvery)
+		}
 	}
 	sh.mu.Unlock()
-
-	d := Decision{Allowed: allowed, Layers: layers[:0]}
-	for i := range work {
-		w := &work[i]
-		d.Layers = append(d.Layers, w.out.result(req.Limits[i]))
-		if consume && allowed && w.p.queue {
-			d.Delay = max(d.Delay, micros(w.out.wait))
-		}
-	}
-	s.metrics.count(allowed)
-	return d, nil
+	s.metrics.count(d.Allowed)
+	return d
 }
 
-// commit writes the consumed state of every layer and drops limit state
-// that no longer matters (a limit renamed or removed from the plan).
-func (s *MemoryStore) commit(sub *subjectState, req Request, work []layerWork, now int64) {
-	for i := range work {
-		w := &work[i]
-		st := sub.find(req.Limits[i].Name, &w.p)
+// commit writes the consumed state of every layer of an admitted request:
+// states[i] is layer i's stored state or nil, next[i] its counter after
+// consuming, keys the limit set's keys (nil when it is not cached). It drops
+// limit state that no longer matters (a limit renamed or removed from the
+// plan) before adding any, so a subject holds no more states than it has
+// live limits.
+func (sub *subjectState) commit(limits []Limit, ps []params, keys []limitKey, states []*limitState, next []counterState, now int64) {
+	fresh := false
+	for i := range ps {
+		st := states[i]
 		if st == nil {
-			sub.limits = append(sub.limits, limitState{name: req.Limits[i].Name, kind: w.p.kind, window: w.p.window, limit: w.p.limit, burst: w.p.burst})
-			st = &sub.limits[len(sub.limits)-1]
+			fresh = true
+			continue
 		}
-		if w.p.kind == kindSlidingLog {
-			st.log.commit(now, w.p.window, w.p.cost)
-			st.expires = now + w.p.window
+		st.consume(&ps[i], &next[i], now)
+		sub.expires = max(sub.expires, st.expires)
+	}
+	if !fresh && len(sub.limits) == len(ps) {
+		return
+	}
+	// Appending below may move the states, so the pointers in states are
+	// not used past this point.
+	sub.dropStale(now)
+	for i := range ps {
+		if states[i] != nil {
+			continue
+		}
+		p := &ps[i]
+		var key *limitKey
+		if keys != nil {
+			key = &keys[i]
 		} else {
-			st.counter = w.next
-			st.expires = w.next.expiresAt(&w.p)
+			key = new(newLimitKey(&limits[i], p))
 		}
-	}
-	stale := false
-	for i := range sub.limits {
-		if st := &sub.limits[i]; st.expires > now {
-			sub.expires = max(sub.expires, st.expires)
-		} else {
-			stale = true
-		}
-	}
-	if stale {
-		kept := sub.limits[:0]
-		for _, st := range sub.limits {
-			if st.expires > now {
-				kept = append(kept, st)
-			}
-		}
-		clear(sub.limits[len(kept):])
-		sub.limits = kept
+		sub.limits = append(sub.limits, limitState{key: key})
+		st := &sub.limits[len(sub.limits)-1]
+		st.consume(p, &next[i], now)
+		sub.expires = max(sub.expires, st.expires)
 	}
 }
 
-// layerWork is one layer's scratch space during a decision.
-type layerWork struct {
-	p    params
-	out  layerOut
-	next counterState
+// consume writes an admitted layer's new state.
+func (st *limitState) consume(p *params, next *counterState, now int64) {
+	if p.kind == kindSlidingLog {
+		st.log.commit(now, p.window, p.cost)
+		st.expires = now + p.window
+		return
+	}
+	st.counter = *next
+	st.expires = next.expiresAt(p)
 }
 
-// evaluate runs one layer's algorithm over its stored state (st may be nil).
-func evaluate(st *limitState, w *layerWork, now int64, commit bool) layerOut {
-	if w.p.kind == kindSlidingLog {
-		var r *logRing
-		if st != nil {
-			r = &st.log
+// dropStale removes the limit states that no longer affect any decision.
+func (sub *subjectState) dropStale(now int64) {
+	kept := sub.limits[:0]
+	for _, st := range sub.limits {
+		if st.expires > now {
+			kept = append(kept, st)
 		}
-		return evalSlidingLog(r, &w.p, now, commit)
 	}
-	if st == nil {
-		var none counterState
-		return evalCounter(&none, &w.p, now, commit, &w.next)
-	}
-	return evalCounter(&st.counter, &w.p, now, commit, &w.next)
+	clear(sub.limits[len(kept):])
+	sub.limits = kept
 }
 
-func (sub *subjectState) find(name string, p *params) *limitState {
+// evaluate runs one layer's algorithm over its stored state (st may be nil);
+// when commit is true and the layer admits, a counter layer's consumed state
+// goes to next.
+func evaluate(st *limitState, p *params, now int64, commit bool, next *counterState) layerOut {
+	var none counterState
+	c := &none
+	if st != nil {
+		c = &st.counter
+	}
+	switch p.kind {
+	case kindTokenBucket:
+		return evalTokenBucket(c, p, now, commit, next)
+	case kindFixedWindow:
+		return evalFixedWindow(c, p, now, commit, next)
+	case kindSlidingCounter:
+		return evalSlidingCounter(c, p, now, commit, next)
+	case kindLeakyBucket:
+		return evalLeakyBucket(c, p, now, commit, next)
+	}
+	var r *logRing
+	if st != nil {
+		r = &st.log
+	}
+	return evalSlidingLog(r, p, now, commit)
+}
+
+// find returns the state of the limit named name with params p, or nil; key
+// is the limit's key in a cached limit set, or nil. A state found by value
+// takes key, so that the next search compares pointers only.
+func (sub *subjectState) find(key *limitKey, name string, p *params) *limitState {
 	if sub == nil {
 		return nil
 	}
 	for i := range sub.limits {
 		st := &sub.limits[i]
-		if st.name == name && st.kind == p.kind && st.window == p.window && st.limit == p.limit && st.burst == p.burst {
+		if st.key == key {
+			return st
+		}
+		if st.key.matches(name, p) {
+			if key != nil {
+				st.key = key
+			}
 			return st
 		}
 	}
@@ -307,9 +443,25 @@ func (sub *subjectState) recordUsage(route string, unixSeconds int64, allowed bo
 // shard has doubled since the last sweep (amortised O(1) per insert) or the
 // sweep interval has passed, so idle subjects cannot pile up.
 func (sh *memShard) sweep(now, every int64) {
-	for k, sub := range sh.subjects {
-		if sub.expires <= now {
-			delete(sh.subjects, k)
+	for h, head := range sh.subjects {
+		if head.next == nil {
+			if head.expires <= now {
+				delete(sh.subjects, h)
+			}
+			continue
+		}
+		var kept *subjectState
+		for sub := head; sub != nil; {
+			next := sub.next
+			if sub.expires > now {
+				sub.next, kept = kept, sub
+			}
+			sub = next
+		}
+		if kept == nil {
+			delete(sh.subjects, h)
+		} else {
+			sh.subjects[h] = kept
 		}
 	}
 	sh.sweepLen = max(minSweepLen, 2*len(sh.subjects))
@@ -322,9 +474,9 @@ func (s *MemoryStore) Usage(ctx context.Context, subjects []string, since time.T
 	from := usageBucketStart(since.Unix())
 	var points []UsagePoint
 	for _, subject := range subjects {
-		sh := s.shard(subject)
+		sh, h := s.locate(subject)
 		sh.mu.Lock()
-		if sub := sh.subjects[subject]; sub != nil {
+		if sub := sh.get(h, subject); sub != nil {
 			for _, series := range sub.usage {
 				for _, b := range series.buckets {
 					if b.start >= from {
@@ -353,4 +505,123 @@ func sortUsage(points []UsagePoint) {
 		}
 		return a.Bucket.Before(b.Bucket)
 	})
+}
+
+// limitSetSlots is the size of a store's table of validated limit slices:
+// far more than the distinct slices a control plane hands out at once (one
+// per plan and route tier), so that collisions stay rare.
+const limitSetSlots = 512
+
+// limitSetCache remembers validated limit slices by the address of their
+// first element, in a direct-mapped table of limitSetSlots. A slice is
+// compiled into the table the second time it is seen, so a caller that
+// builds a fresh slice for every request costs no allocation either.
+type limitSetCache struct {
+	slots [limitSetSlots]limitSetSlot
+}
+
+type limitSetSlot struct {
+	set atomic.Pointer[limitSet]
+	// seen is the first element of the slice last validated here without
+	// being compiled; keeping it also keeps its address from being reused.
+	seen atomic.Pointer[Limit]
+}
+
+// limitSet is a validated limit slice: a copy of its limits as validated,
+// to detect a slice edited in place, their params and their state keys.
+type limitSet struct {
+	first  *Limit
+	limits []Limit
+	params []params
+	keys   []limitKey
+}
+
+// get returns the compiled set of limits when the cache holds this slice
+// with these contents, else nil.
+func (c *limitSetCache) get(limits []Limit) *limitSet {
+	if len(limits) == 0 {
+		return nil
+	}
+	set := c.slots[slotOf(&limits[0])].set.Load()
+	if set == nil || set.first != &limits[0] || len(set.limits) != len(limits) {
+		return nil
+	}
+	for i := range limits {
+		if !sameLimit(&set.limits[i], &limits[i]) {
+			return nil
+		}
+	}
+	return set
+}
+
+// compile validates limits, appending their params to buf. The second time
+// in a row it sees a slice it caches it and returns the set's params and
+// keys; otherwise keys is nil.
+func (c *limitSetCache) compile(limits []Limit, buf []params) (ps []params, keys []limitKey, err error) {
+	ps, err = compileLimits(limits, buf)
+	if err != nil {
+		return nil, nil, err
+	}
+	first := &limits[0]
+	slot := &c.slots[slotOf(first)]
+	if slot.seen.Load() != first {
+		slot.seen.Store(first)
+		return ps, nil, nil
+	}
+	set := &limitSet{first: first, limits: slices.Clone(limits), params: slices.Clone(ps), keys: make([]limitKey, len(ps))}
+	for i := range set.keys {
+		set.keys[i] = newLimitKey(&set.limits[i], &set.params[i])
+	}
+	slot.set.Store(set)
+	return set.params, set.keys, nil
+}
+
+// sameLimit reports whether a and b decide alike: every field but Route,
+// which the store does not read. Strings are compared by address first, as
+// a snapshot's limits share them.
+func sameLimit(a, b *Limit) bool {
+	return a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Cost == b.Cost &&
+		sameString(a.Name, b.Name) && sameString(string(a.Algorithm), string(b.Algorithm)) &&
+		sameString(string(a.Mode), string(b.Mode))
+}
+
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// slotOf spreads element addresses, which share their low bits, over the
+// table (Fibonacci hashing).
+func slotOf(first *Limit) uint64 {
+	const bits = 9 // log2(limitSetSlots)
+	return uint64(uintptr(unsafe.Pointer(first))) * 0x9E3779B97F4A7C15 >> (64 - bits)
+}
+
+// wallClock reads the wall clock in µs since the Unix epoch with one
+// monotonic clock read (time.Since on a time carrying a monotonic reading)
+// instead of time.Now's two (wall and monotonic). It re-reads the wall clock
+// every second, so a stepped system clock is followed within a second as it
+// would be by time.Now.
+type wallClock struct {
+	base   time.Time    // carries a monotonic reading
+	offset atomic.Int64 // wall-clock ns at base, as last measured
+	renew  atomic.Int64 // ns since base when the offset is measured again
+}
+
+const wallClockRenew = int64(time.Second)
+
+func (c *wallClock) anchor() {
+	c.base = time.Now()
+	c.offset.Store(c.base.UnixNano())
+	c.renew.Store(wallClockRenew)
+}
+
+func (c *wallClock) micros() int64 {
+	since := int64(time.Since(c.base))
+	if since >= c.renew.Load() {
+		now := time.Now()
+		since = int64(now.Sub(c.base)) // monotonic
+		c.offset.Store(now.UnixNano() - since)
+		c.renew.Store(since + wallClockRenew)
+	}
+	return (c.offset.Load() + since) / int64(time.Microsecond)
 }

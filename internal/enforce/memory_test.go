@@ -288,3 +288,148 @@ func TestBucketsStartFullWhenTheirFiguresChange(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryStoreSeesALimitSliceEditedInPlace(t *testing.T) {
+	// The store caches a slice's validation by its address; an edit in
+	// place must still be decided by the new figures.
+	cases := []struct {
+		name          string
+		edit          func(l *Limit)
+		wantAllowed   bool
+		wantRemaining int64
+		wantErr       bool
+	}{
+		// 1 of 5 spent: a cost of 5 no longer fits.
+		{name: "RaisedCostRejects", edit: func(l *Limit) { l.Cost = 5 }, wantAllowed: false, wantRemaining: 4},
+		// Another limit is another state, starting afresh.
+		{name: "RaisedLimitStartsAfresh", edit: func(l *Limit) { l.Limit = 10 }, wantAllowed: true, wantRemaining: 9},
+		{name: "BrokenLimitIsRefused", edit: func(l *Limit) { l.Window = 0 }, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			store := NewMemoryStore(MemoryOptions{Now: clock.Now, DisableUsage: true})
+			ctx := context.Background()
+			limits := []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Hour}}
+			req := Request{Subject: "key:1", Limits: limits}
+			// Three peeks: the slice is cached from the second on.
+			for range 3 {
+				if _, err := store.Peek(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d, err := store.Allow(ctx, req); err != nil || !d.Allowed {
+				t.Fatalf("first request: %+v, %v", d, err)
+			}
+			tc.edit(&limits[0])
+			d, err := store.Allow(ctx, req)
+			if tc.wantErr {
+				if !errors.Is(err, ErrInvalidRequest) {
+					t.Fatalf("Allow after the edit = %v, want ErrInvalidRequest", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tc.wantAllowed || d.Layers[0].Remaining != tc.wantRemaining || d.Layers[0].Limit != limits[0] {
+				t.Errorf("after the edit: Allowed=%v Remaining=%d Limit=%+v, want %v %d %+v",
+					d.Allowed, d.Layers[0].Remaining, d.Layers[0].Limit, tc.wantAllowed, tc.wantRemaining, limits[0])
+			}
+		})
+	}
+}
+
+func TestMemoryStoreDecisionCarriesItsClockReading(t *testing.T) {
+	cases := []struct {
+		name   string
+		offset time.Duration
+		want   time.Time
+	}{
+		{"WholeSecond", 0, epoch},
+		{"Microseconds", 1500 * time.Microsecond, epoch.Add(1500 * time.Microsecond)},
+		// The store counts in whole microseconds; At says what it used.
+		{"NanosecondsTruncated", 2*time.Microsecond + 999, epoch.Add(2 * time.Microsecond)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			clock.Set(epoch.Add(tc.offset))
+			store := NewMemoryStore(MemoryOptions{Now: clock.Now})
+			req := Request{Subject: "key:1", Limits: []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 1, Window: time.Second}}}
+			for _, peek := range []bool{false, true} {
+				var d Decision
+				var err error
+				if peek {
+					d, err = store.Peek(context.Background(), req)
+				} else {
+					d, err = store.Allow(context.Background(), req)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.At.Equal(tc.want) {
+					t.Errorf("peek=%v: At = %s, want %s", peek, d.At.Format(time.RFC3339Nano), tc.want.Format(time.RFC3339Nano))
+				}
+				// The fixed window ends on the next whole second.
+				if end := d.At.Add(d.Layers[0].ResetAfter); !end.Equal(epoch.Add(time.Second)) {
+					t.Errorf("peek=%v: At+ResetAfter = %s, want %s", peek, end.Format(time.RFC3339Nano), epoch.Add(time.Second).Format(time.RFC3339Nano))
+				}
+			}
+		})
+	}
+}
+
+func TestMemoryStoreDefaultClockFollowsTheWallClock(t *testing.T) {
+	store := NewMemoryStore(MemoryOptions{DisableUsage: true})
+	req := Request{Subject: "key:1", Limits: []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 1 << 40, Window: time.Hour}}}
+	for range 3 {
+		before := time.Now().Truncate(time.Microsecond)
+		d, err := store.Allow(context.Background(), req)
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The monotonic clock may run a hair apart from the wall clock
+		// between re-anchorings; a millisecond is far more than it drifts
+		// in a second.
+		if d.At.Before(before.Add(-time.Millisecond)) || d.At.After(after.Add(time.Millisecond)) {
+			t.Errorf("At = %s, want within [%s, %s]", d.At.Format(time.RFC3339Nano), before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
+		}
+	}
+}
+
+func TestMemoryShardChainsSubjectsWithOneHash(t *testing.T) {
+	// 64-bit hash collisions are too rare to provoke through the store, so
+	// the chain is exercised on a shard directly.
+	sh := &memShard{subjects: map[uint64]*subjectState{}, sweepLen: minSweepLen}
+	a, b, c := sh.add(7, "key:a"), sh.add(7, "key:b"), sh.add(7, "key:c")
+	other := sh.add(8, "key:d")
+	a.expires, b.expires, c.expires, other.expires = 100, 300, 100, 300
+	for _, tc := range []struct {
+		subject string
+		hash    uint64
+		want    *subjectState
+	}{{"key:a", 7, a}, {"key:b", 7, b}, {"key:c", 7, c}, {"key:d", 8, other}, {"key:e", 7, nil}, {"key:a", 8, nil}} {
+		if got := sh.get(tc.hash, tc.subject); got != tc.want {
+			t.Errorf("before the sweep: get(%d, %q) = %p, want %p", tc.hash, tc.subject, got, tc.want)
+		}
+	}
+	sh.sweep(200, 1000)
+	for _, tc := range []struct {
+		subject string
+		hash    uint64
+		want    *subjectState
+	}{{"key:a", 7, nil}, {"key:b", 7, b}, {"key:c", 7, nil}, {"key:d", 8, other}} {
+		if got := sh.get(tc.hash, tc.subject); got != tc.want {
+			t.Errorf("after the sweep: get(%d, %q) = %p, want %p", tc.hash, tc.subject, got, tc.want)
+		}
+	}
+	if b.next != nil {
+		t.Errorf("the survivor of the chain still links to %q", b.next.subject)
+	}
+	sh.sweep(400, 1000)
+	if len(sh.subjects) != 0 {
+		t.Errorf("%d hashes left after everything expired, want 0", len(sh.subjects))
+	}
+}
