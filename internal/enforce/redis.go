@@ -65,11 +65,16 @@ type RedisOptions struct {
 // batched into pipelines: a decision that finds a pipeline worker idle is
 // sent at once, decisions arriving meanwhile share the next pipeline.
 //
-// Keys are <prefix>{<subject>}:<limit name>:<algorithm code>:<window µs>:
-// <limit>[:<burst>] (the burst for the buckets only; the sliding log adds a
-// ":m" metadata hash), so editing a limit's figures starts fresh state, and
-// <prefix>{<subject>}:stats:<unix seconds> for usage. One subject's keys share
-// a Redis Cluster slot; every key is written with a TTL.
+// Keys: every limit but the sliding log keeps its state in fields of one
+// hash per subject, <prefix>{<subject>}, so a decision reads all of them
+// with one HMGET and writes them with one HSET whatever the layer count. A
+// field is named <limit name>:<algorithm code>:<window µs>:<limit>[:<burst>]
+// (the burst for the buckets only), so editing a limit's figures starts
+// fresh state; the hash's TTL runs a window past its latest state's expiry.
+// A sliding log is the sorted set <prefix>{<subject>}:<field> and its
+// metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>.
+// One subject's keys share a Redis Cluster slot; every key is written with a
+// TTL.
 //
 // Call Close when done to stop the pipeline workers.
 type RedisStore struct {
@@ -364,11 +369,12 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	}
 	usage := consume && s.usage
 	if usage {
-		args = append(args, len(req.Limits), req.Route+"\x00", s.usageTTL)
+		args = append(args, req.Route+"\x00", s.usageTTL)
 	} else {
-		args = append(args, len(req.Limits), "", s.usageTTL)
+		args = append(args, "", s.usageTTL)
 	}
-	tag := s.prefix + "{" + req.Subject + "}:"
+	tag := s.prefix + "{" + req.Subject + "}"
+	keys = append(keys, tag)
 	for i := range req.Limits {
 		l := &req.Limits[i]
 		p, err := paramsOf(l)
@@ -376,10 +382,13 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 			s.putCall(call)
 			return nil, err
 		}
-		// The figures that give the state its meaning are part of the key, so
-		// a plan edit starts a fresh state and the old one expires.
-		var buf [64]byte
-		b := append(buf[:0], ':')
+		// The figures that give the state its meaning are part of its name,
+		// so a plan edit starts a fresh state and the old one expires.
+		var buf [80]byte
+		b := append(buf[:0], l.Name...)
+		b = append(b, ':')
+		b = append(b, p.kind.code()...)
+		b = append(b, ':')
 		b = strconv.AppendInt(b, p.window, 10)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, p.limit, 10)
@@ -387,18 +396,12 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 			b = append(b, ':')
 			b = strconv.AppendInt(b, p.burst, 10)
 		}
-		k := tag + l.Name + ":" + p.kind.code() + string(b)
+		field := string(b)
 		if p.kind == kindSlidingLog {
+			k := tag + ":" + field
 			keys = append(keys, k, k+":m")
-		} else {
-			keys = append(keys, k, k)
 		}
-		args = append(args, codeArg(p.kind), p.limit, p.window, p.burst, p.cost)
-		if p.queue {
-			args = append(args, "1")
-		} else {
-			args = append(args, "0")
-		}
+		args = append(args, field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost)
 	}
 	if usage {
 		keys = append(keys, s.usageKey(req.Subject, usageBucketStart(clock.Unix())))
@@ -407,8 +410,10 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	return call, nil
 }
 
-// codeArg is kind's script code as an argument, boxed without allocating.
-func codeArg(k algKind) any {
+// codeArg is kind's script code as an argument, boxed without allocating;
+// a leaky bucket in queue mode is "lq", so the script knows to report its
+// wait as the request's delay.
+func codeArg(k algKind, queue bool) any {
 	switch k {
 	case kindFixedWindow:
 		return codeFixedWindow
@@ -418,9 +423,11 @@ func codeArg(k algKind) any {
 		return codeSlidingCount
 	case kindTokenBucket:
 		return codeTokenBucket
-	default:
-		return codeLeakyBucket
 	}
+	if queue {
+		return "lq"
+	}
+	return codeLeakyBucket
 }
 
 func (s *RedisStore) usageKey(subject string, bucket int64) string {

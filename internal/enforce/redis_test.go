@@ -108,13 +108,14 @@ func TestRedisStoreKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// fw, swc, tb, lb: one key each; the sliding log two; usage one.
-	if len(keys) != 7 {
-		t.Fatalf("keys written = %d %q, want 7", len(keys), keys)
+	// fw, swc, tb, lb: fields of the subject's one hash; the sliding log
+	// two keys; usage one.
+	if len(keys) != 4 {
+		t.Fatalf("keys written = %d %q, want 4", len(keys), keys)
 	}
 	for _, k := range keys {
 		t.Run(strings.TrimPrefix(k, prefix), func(t *testing.T) {
-			if tag := prefix + "{" + subject + "}:"; !strings.HasPrefix(k, tag) {
+			if tag := prefix + "{" + subject + "}"; !strings.HasPrefix(k, tag) {
 				t.Errorf("key %q lacks the hash tag %q", k, tag)
 			}
 			ttl, err := client.PTTL(ctx, k).Result()

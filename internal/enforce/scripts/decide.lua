@@ -2,22 +2,30 @@
 -- It mirrors algorithm.go operation for operation (integer microseconds, the
 -- same float64 steps in the same order), so both stores agree exactly.
 --
--- KEYS[2i-1]  state of limit i (hash, string or sorted set by algorithm)
--- KEYS[2i]    sliding log: its metadata hash; other algorithms repeat KEYS[2i-1]
--- KEYS[2n+1]  usage hash of the current 10-second bucket (only when ARGV[4] ~= '')
+-- KEYS[1]     the subject's state hash: every limit but the sliding logs keeps
+--             its state in fields named by ARGV (see below), and field 'e'
+--             holds the time (us) the hash's TTL runs out
+-- KEYS[2j], KEYS[2j+1]  the j-th sliding log's sorted set and metadata hash
+-- KEYS[#KEYS] usage hash of the current 10-second bucket (only when ARGV[3]
+--             ~= '' and consuming)
 -- ARGV[1]     'a' consumes (Allow), 'p' only evaluates (Peek)
 -- ARGV[2]     now in microseconds, or '' to read Redis TIME (tests set it)
--- ARGV[3]     n, the number of limits
--- ARGV[4]     usage field prefix (route .. '\0'), or '' when usage is off
--- ARGV[5]     usage hash TTL in seconds
--- ARGV[6+6(i-1)..11+6(i-1)]  limit i: algorithm code, limit, window us,
---             burst, cost, queue ('1' in queue mode)
+-- ARGV[3]     usage field prefix (route .. '\0'), or '' when usage is off
+-- ARGV[4]     usage hash TTL in seconds
+-- ARGV[5+6(i-1)..10+6(i-1)]  limit i: state field, algorithm code ('lq' is a
+--             leaky bucket in queue mode), limit, window us, burst, cost
+-- Fields: a bucket's virtual finish time (tat) is field F; a fixed window's
+-- index F and count F..'+'; a sliding counter's index F, current count F..'+'
+-- and previous count F..'-'.
 -- Returns {allowed, delay us, then per limit: allowed, remaining, reset us,
 -- retry us}. Nothing is written unless every limit admits (all or nothing),
 -- except usage counters; every key written gets a TTL here.
 --
--- Redis runs this body on every call, so it avoids tables on the one-limit
--- path and calls Redis as few times as the algorithm allows.
+-- Redis runs this body on every call and charges for every redis.call, so
+-- all counter states are read with one HMGET and written with one HSET, a TTL
+-- is set only when the hash's expiry must move (a PEXPIRE costs more than
+-- the HSET), and numbers go to redis.call as Lua numbers, which Redis
+-- formats exactly (%.17g) without a string.format here.
 
 local consume = ARGV[1] == 'a'
 local now
@@ -27,7 +35,47 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local n = tonumber(ARGV[3])
+local n = (#ARGV - 4) / 6
+local K = KEYS[1]
+
+-- One HMGET for every counter state; pos[i] is where limit i's first field
+-- lands in the reply (reply[1] is 'e'), logk[i] a sliding log's first key.
+-- One limit, the common case, builds no argument table.
+local st, pos, logk = {}, {}, {}
+if n == 1 then
+  local f, code = ARGV[5], ARGV[6]
+  pos[1] = 2
+  if code == 'fw' then
+    st = redis.call('HMGET', K, 'e', f, f .. '+')
+  elseif code == 'swc' then
+    st = redis.call('HMGET', K, 'e', f, f .. '+', f .. '-')
+  elseif code == 'swl' then
+    logk[1] = 2
+  else
+    st = redis.call('HMGET', K, 'e', f)
+  end
+else
+  local hm = {'HMGET', K, 'e'}
+  local logs = 0
+  for i = 1, n do
+    local a = 6 * i - 2
+    local code, f = ARGV[a + 2], ARGV[a + 1]
+    if code == 'swl' then
+      logs = logs + 1
+      logk[i] = 2 * logs
+    else
+      pos[i] = #hm - 1
+      hm[#hm + 1] = f
+      if code == 'fw' then
+        hm[#hm + 1] = f .. '+'
+      elseif code == 'swc' then
+        hm[#hm + 1] = f .. '+'
+        hm[#hm + 1] = f .. '-'
+      end
+    end
+  end
+  if #hm > 3 then st = redis.call(unpack(hm)) end
+end
 
 -- Lua's default number format keeps 14 digits; microsecond times need 16.
 local function num(x)
@@ -38,35 +86,28 @@ local function cost_of(member)
   return tonumber(string.match(member, '^%d+:(%d+):'))
 end
 
--- layer reads limit i's state and decides it. It returns allowed,
--- remaining, reset, retry, wait, and the state to write when commit is true
--- and the limit admits (x, y, z: see write).
+-- layer decides limit i from the state read above. It returns allowed,
+-- remaining, reset, retry, wait, then, for the write when commit is true and
+-- the limit admits: the state (x, y, z) and when it stops mattering (exp).
 local function layer(i, commit)
-  local a = 5 + (i - 1) * 6
-  local alg = ARGV[a + 1]
-  local L, W, B, c = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local k1 = KEYS[2 * i - 1]
+  local a = 6 * i - 2
+  local code = ARGV[a + 2]
+  local L, W, c = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 6])
   local now = now
-  if alg == 'tb' or alg == 'lb' then
-    -- the value is 'tat|expiry', the expiry (us) its TTL was last set to
-    local tat, exp
-    local v = redis.call('GET', k1)
-    if v then
-      local a, b = string.match(v, '^([^|]+)|(.*)$')
-      tat, exp = tonumber(a), b
-    end
+  if code == 'tb' or code == 'lb' or code == 'lq' then
+    local tat = tonumber(st[pos[i]])
     local t = W / L
     local base = now
     if tat and tat > now then base = tat end
-    local tol = B * t
-    if alg == 'tb' then
+    local tol = tonumber(ARGV[a + 5]) * t
+    if code == 'tb' then
       local newTat = base + c * t
       local ok = newTat - now <= tol
       local used = base - now
       if ok and commit then used = newTat - now end
       local retry = 0
       if not ok then retry = math.ceil(newTat - now - tol) end
-      return ok, math.max(0, math.floor((tol - used) / t)), math.ceil(used), retry, 0, newTat, exp
+      return ok, math.max(0, math.floor((tol - used) / t)), math.ceil(used), retry, 0, newTat, nil, nil, math.ceil(newTat)
     end
     local wait = base - now
     local ok = wait <= tol
@@ -77,32 +118,32 @@ local function layer(i, commit)
     end
     local retry = 0
     if not ok then retry = math.ceil(wait - tol) end
-    return ok, math.max(0, math.floor((tol - depth) / t) + 1), math.ceil(depth), retry, delay, newTat, exp
-  elseif alg == 'fw' then
-    local v = redis.call('HMGET', k1, 'i', 'n')
-    local sidx = tonumber(v[1])
+    return ok, math.max(0, math.floor((tol - depth) / t) + 1), math.ceil(depth), retry, delay, newTat, nil, nil, math.ceil(newTat)
+  elseif code == 'fw' then
+    local p = pos[i]
+    local sidx = tonumber(st[p])
     local idx = math.floor(now / W)
     -- a clock that stepped back across a boundary counts in the stored
     -- window; any other index is stale
     if sidx == idx + 1 then idx = sidx; now = sidx * W end
     local count = 0
-    if sidx == idx then count = tonumber(v[2]) end
+    if sidx == idx then count = tonumber(st[p + 1]) end
     local ok = count + c <= L
     if ok and commit then count = count + c end
     local reset = (idx + 1) * W - now
     local retry = 0
     if not ok then retry = reset end
-    return ok, math.max(0, L - count), reset, retry, 0, idx, count, sidx ~= idx
-  elseif alg == 'swc' then
-    local v = redis.call('HMGET', k1, 'i', 'c', 'p')
-    local sidx = tonumber(v[1])
+    return ok, math.max(0, L - count), reset, retry, 0, idx, count, nil, (idx + 1) * W
+  elseif code == 'swc' then
+    local p = pos[i]
+    local sidx = tonumber(st[p])
     local idx = math.floor(now / W)
     if sidx == idx + 1 then idx = sidx; now = sidx * W end
     local curr, prev = 0, 0
     if sidx == idx then
-      curr, prev = tonumber(v[2]), tonumber(v[3])
+      curr, prev = tonumber(st[p + 1]), tonumber(st[p + 2])
     elseif sidx == idx - 1 then
-      prev = tonumber(v[2])
+      prev = tonumber(st[p + 1])
     end
     local elapsed = now - idx * W
     local est = prev * (W - elapsed) / W + curr
@@ -128,13 +169,14 @@ local function layer(i, commit)
         retry = (idx + 1) * W - now + W - math.floor((L - c) * W / curr)
       end
     end
-    return ok, math.max(0, math.floor(L - est)), reset, retry, 0, idx, curr, prev, sidx ~= idx
+    return ok, math.max(0, math.floor(L - est)), reset, retry, 0, idx, curr, prev, (idx + 2) * W
   end
   -- sliding log: members are 'us:cost:seq'; the metadata hash holds the sum
   -- of the logged costs (n) and the last sequence number (q).
-  local v = redis.call('HMGET', KEYS[2 * i], 'n', 'q')
+  local k1 = KEYS[logk[i]]
+  local v = redis.call('HMGET', KEYS[logk[i] + 1], 'n', 'q')
   local sum = tonumber(v[1]) or 0
-  local old = redis.call('ZRANGEBYSCORE', k1, '-inf', num(now - W))
+  local old = redis.call('ZRANGEBYSCORE', k1, '-inf', now - W)
   for j = 1, #old do
     sum = sum - cost_of(old[j])
   end
@@ -163,65 +205,68 @@ local function layer(i, commit)
       end
     end
   end
-  return ok, math.max(0, L - sum), reset, retry, 0, sum, (tonumber(v[2]) or 0) + 1, #old
+  return ok, math.max(0, L - sum), reset, retry, 0, sum, (tonumber(v[2]) or 0) + 1, #old, nil
 end
 
--- write persists limit i's consumed state with its TTL. A window's TTL is
--- set when the window changes, a bucket's when its full time outruns it, the
--- sliding log's on every write.
-local function write(i, x, y, z, w)
-  local a = 5 + (i - 1) * 6
-  local alg, W = ARGV[a + 1], tonumber(ARGV[a + 3])
-  local k1 = KEYS[2 * i - 1]
-  if alg == 'tb' or alg == 'lb' then
-    -- Setting a TTL costs Redis far more than a plain SET, so the TTL runs
-    -- a window past the bucket's full time and is renewed only when the
-    -- full time passes it.
-    if y and x <= tonumber(y) then
-      redis.call('SET', k1, num(x) .. '|' .. y, 'KEEPTTL')
-    else
-      local e = math.ceil(x + W)
-      redis.call('SET', k1, num(x) .. '|' .. string.format('%d', e), 'PX', math.max(1, math.ceil((e - now) / 1000)))
-    end
-  elseif alg == 'fw' then
-    redis.call('HSET', k1, 'i', num(x), 'n', num(y))
-    if z then redis.call('PEXPIRE', k1, math.max(1, math.ceil(((x + 1) * W - now) / 1000))) end
-  elseif alg == 'swc' then
-    redis.call('HSET', k1, 'i', num(x), 'c', num(y), 'p', num(z))
-    if w then redis.call('PEXPIRE', k1, math.max(1, math.ceil(((x + 2) * W - now) / 1000))) end
-  else
-    local k2 = KEYS[2 * i]
-    if z > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', num(now - W)) end
-    redis.call('ZADD', k1, num(now), string.format('%d:%d:%d', now, tonumber(ARGV[a + 5]), y))
-    redis.call('HSET', k2, 'n', num(x), 'q', num(y))
-    local ttl = math.max(1, math.ceil(W / 1000))
-    redis.call('PEXPIRE', k1, ttl)
-    redis.call('PEXPIRE', k2, ttl)
-  end
+-- write_log persists sliding log i's admitted request with its TTL.
+local function write_log(i, sum, seq, stale)
+  local a = 6 * i - 2
+  local W = tonumber(ARGV[a + 4])
+  local k1, k2 = KEYS[logk[i]], KEYS[logk[i] + 1]
+  if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
+  redis.call('ZADD', k1, now, string.format('%d:%d:%d', now, tonumber(ARGV[a + 6]), seq))
+  redis.call('HSET', k2, 'n', sum, 'q', seq)
+  local ttl = math.max(1, math.ceil(W / 1000))
+  redis.call('PEXPIRE', k1, ttl)
+  redis.call('PEXPIRE', k2, ttl)
 end
 
+-- count_usage counts the decision in the current usage bucket.
 local function count_usage(allowed)
-  if not consume or ARGV[4] == '' then return end
+  if not consume or ARGV[3] == '' then return end
   local field = 'r'
   if allowed then field = 'a' end
-  local k = KEYS[2 * n + 1]
+  local k = KEYS[#KEYS]
   -- A field's first increment is when its hash may have just been created.
-  if redis.call('HINCRBY', k, ARGV[4] .. field, 1) == 1 then
-    redis.call('EXPIRE', k, tonumber(ARGV[5]))
+  if redis.call('HINCRBY', k, ARGV[3] .. field, 1) == 1 then
+    redis.call('EXPIRE', k, tonumber(ARGV[4]))
   end
 end
 
-local function delay_of(i, wait)
-  if ARGV[5 + (i - 1) * 6 + 6] == '1' then return wait end
-  return 0
-end
+-- The hash's TTL runs a window past the latest state's expiry and is renewed
+-- only when an expiry passes the one it was last set to (field 'e').
+local e = tonumber(st[1]) or 0
 
 if n == 1 then
-  local ok, rem, reset, retry, wait, x, y, z, w = layer(1, consume)
+  local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
   local delay = 0
   if ok and consume then
-    write(1, x, y, z, w)
-    delay = delay_of(1, wait)
+    local f, code = ARGV[5], ARGV[6]
+    if code == 'swl' then
+      write_log(1, x, y, z)
+    else
+      if code == 'lq' then delay = wait end
+      local ttl = nil
+      if exp > e then ttl = math.ceil(exp + tonumber(ARGV[8])) end
+      if code == 'fw' then
+        if ttl then
+          redis.call('HSET', K, f, x, f .. '+', y, 'e', ttl)
+        else
+          redis.call('HSET', K, f, x, f .. '+', y)
+        end
+      elseif code == 'swc' then
+        if ttl then
+          redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z, 'e', ttl)
+        else
+          redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z)
+        end
+      elseif ttl then
+        redis.call('HSET', K, f, x, 'e', ttl)
+      else
+        redis.call('HSET', K, f, x)
+      end
+      if ttl then redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000))) end
+    end
   end
   count_usage(ok)
   return {ok and 1 or 0, delay, ok and 1 or 0, rem, reset, retry}
@@ -229,16 +274,53 @@ end
 
 local res = {}
 local allowed = true
-for i = 1, n do
-  res[i] = {layer(i, consume)}
-  allowed = allowed and res[i][1]
-end
 local delay = 0
+for i = 1, n do
+  local r = {layer(i, consume)}
+  res[i] = r
+  allowed = allowed and r[1]
+end
+
 if consume and allowed then
+  -- One HSET for every counter state.
+  local hs = {'HSET', K}
+  local need, ttl = e, e
   for i = 1, n do
     local r = res[i]
-    write(i, r[6], r[7], r[8], r[9])
-    delay = math.max(delay, delay_of(i, r[5]))
+    local a = 6 * i - 2
+    local code = ARGV[a + 2]
+    if code == 'swl' then
+      write_log(i, r[6], r[7], r[8])
+    else
+      local f = ARGV[a + 1]
+      hs[#hs + 1] = f
+      hs[#hs + 1] = r[6]
+      if code == 'fw' then
+        hs[#hs + 1] = f .. '+'
+        hs[#hs + 1] = r[7]
+      elseif code == 'swc' then
+        hs[#hs + 1] = f .. '+'
+        hs[#hs + 1] = r[7]
+        hs[#hs + 1] = f .. '-'
+        hs[#hs + 1] = r[8]
+      elseif code == 'lq' then
+        delay = math.max(delay, r[5])
+      end
+      if r[9] > need then need = r[9] end
+      local until_ = r[9] + tonumber(ARGV[a + 4])
+      if until_ > ttl then ttl = until_ end
+    end
+  end
+  if #hs > 2 then
+    if need > e then
+      ttl = math.ceil(ttl)
+      hs[#hs + 1] = 'e'
+      hs[#hs + 1] = ttl
+      redis.call(unpack(hs))
+      redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
+    else
+      redis.call(unpack(hs))
+    end
   end
 elseif consume then
   -- All or nothing: layers that would have admitted report untouched state.
@@ -246,6 +328,7 @@ elseif consume then
     if res[i][1] then res[i] = {layer(i, false)} end
   end
 end
+
 count_usage(allowed)
 local out = {allowed and 1 or 0, delay}
 for i = 1, n do
