@@ -47,55 +47,80 @@ func retryAfterSeconds(d Decision) int64 {
 	return max(ceilSeconds(longest), 1)
 }
 
-// writeLimitHeaders sets the rate-limit fields of DESIGN.md on h for d:
-// X-RateLimit-Limit/Remaining/Reset for d.Binding() (Reset in unix
-// seconds, rounded up), and RateLimit-Policy and RateLimit (draft-ietf-httpapi-
-// ratelimit-headers-11 syntax) listing every layer in order, e.g.
+// limitHeaderCount is how many fields writeLimitHeaders sets.
+const limitHeaderCount = 5
+
+// writeLimitHeaders sets the rate-limit fields of DESIGN.md on h for d,
+// decided at at: X-RateLimit-Limit/Remaining/Reset for d.Binding() (Reset
+// in unix seconds: at plus the layer's ResetAfter, rounded up when it is not
+// a whole second), and RateLimit-Policy and RateLimit
+// (draft-ietf-httpapi-ratelimit-headers-11 syntax) listing every layer in
+// order, e.g.
 //
 //	RateLimit-Policy: "pro-search";q=100;w=60, "pro-global";q=10000;w=3600
 //	RateLimit: "pro-search";r=37;t=23, "pro-global";r=9312;t=1800
 //
 // Policy names are validated by the control plane to be tokens ([a-z0-9_-]),
 // so they need no escaping inside an sf-string; quoteName escapes anyway.
-func writeLimitHeaders(h http.Header, d Decision, now time.Time) {
+// The field values are kept in vals, which the caller provides so that it
+// can share their allocation with other per-request state.
+func writeLimitHeaders(h http.Header, d Decision, at time.Time, vals *[limitHeaderCount]string) {
 	if len(d.Layers) == 0 {
 		return
 	}
 	bl := d.Binding()
-	policy := make([]byte, 0, 48*len(d.Layers))
-	state := make([]byte, 0, 40*len(d.Layers))
+	// Every response pays for these headers: their bytes are built on the
+	// stack and become one string, which the five values slice.
+	var buf [320]byte
+	b := strconv.AppendInt(buf[:0], bl.Limit.Limit, 10)
+	ends := [limitHeaderCount]int{len(b)}
+	b = strconv.AppendInt(b, max(bl.Remaining, 0), 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, resetUnix(at, bl.ResetAfter), 10)
+	ends[2] = len(b)
 	for i, l := range d.Layers {
 		if i > 0 {
-			policy = append(policy, ", "...)
-			state = append(state, ", "...)
+			b = append(b, ", "...)
 		}
-		policy = quoteName(policy, l.Limit.Name)
-		policy = append(policy, ";q="...)
-		policy = strconv.AppendInt(policy, l.Limit.Limit, 10)
-		policy = append(policy, ";w="...)
-		policy = strconv.AppendInt(policy, max(ceilSeconds(l.Limit.Window), 1), 10)
-
-		state = quoteName(state, l.Limit.Name)
-		state = append(state, ";r="...)
-		state = strconv.AppendInt(state, max(l.Remaining, 0), 10)
-		state = append(state, ";t="...)
-		state = strconv.AppendInt(state, ceilSeconds(l.ResetAfter), 10)
+		b = quoteName(b, l.Limit.Name)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, l.Limit.Limit, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, max(ceilSeconds(l.Limit.Window), 1), 10)
 	}
-	// Every response pays for these headers, so they share one backing
-	// array and skip Header.Set's canonicalisation: the keys are written in
-	// the canonical form Set would produce (and the wire shows).
-	vals := []string{
-		strconv.FormatInt(bl.Limit.Limit, 10),
-		strconv.FormatInt(max(bl.Remaining, 0), 10),
-		strconv.FormatInt(unixCeil(now.Add(bl.ResetAfter)), 10),
-		string(policy),
-		string(state),
+	ends[3] = len(b)
+	for i, l := range d.Layers {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = quoteName(b, l.Limit.Name)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(l.Remaining, 0), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(l.ResetAfter), 10)
 	}
+	ends[4] = len(b)
+	all := string(b)
+	from := 0
+	for i, end := range ends {
+		vals[i] = all[from:end]
+		from = end
+	}
+	// Header.Set would canonicalise each key and allocate a slice per
+	// value; the keys are written in the canonical form Set would produce
+	// (and the wire shows), and each value slice is capped so that an Add
+	// cannot write into its neighbour.
 	h["X-Ratelimit-Limit"] = vals[0:1:1]
 	h["X-Ratelimit-Remaining"] = vals[1:2:2]
 	h["X-Ratelimit-Reset"] = vals[2:3:3]
 	h["Ratelimit-Policy"] = vals[3:4:4]
 	h["Ratelimit"] = vals[4:5:5]
+}
+
+// resetUnix is the unix second at which a layer decided at at resets: at
+// plus resetAfter, rounded up only when that is not already a whole second.
+func resetUnix(at time.Time, resetAfter time.Duration) int64 {
+	return unixCeil(at.Add(resetAfter))
 }
 
 // quoteName appends name as a Structured Field sf-string (RFC 8941 3.3.3):

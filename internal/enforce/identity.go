@@ -128,7 +128,9 @@ func presentedKey(r *http.Request) (secret string, presented bool) {
 		}
 		return usableKey(strings.TrimSpace(token)), true
 	}
-	if values := r.Header.Values("X-API-Key"); len(values) > 0 {
+	// Indexed by its canonical form: Header.Values would canonicalise
+	// "X-API-Key" into a new string on every request.
+	if values := r.Header["X-Api-Key"]; len(values) > 0 {
 		if len(values) > 1 {
 			return "", true
 		}

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -48,13 +50,28 @@ type MiddlewareOptions struct {
 // Middleware serves any number of routes and goroutines.
 type Middleware struct {
 	store    Store
+	into     layersAllower // store, when it can decide into a given slice
 	resolver Resolver
 	trusted  []netip.Prefix
 	log      *slog.Logger
 	failOpen bool
 	maxWait  time.Duration
 	now      func() time.Time
-	metrics  *middlewareMetrics
+	// stamped is true when every decision of the store carries its clock
+	// reading (Decision.At), so the middleware needs no clock of its own
+	// for X-RateLimit-Reset.
+	stamped bool
+	// epoch carries a monotonic reading: decision latency is measured as
+	// two time.Since(epoch), one clock read each.
+	epoch   time.Time
+	routes  routeLimitsCache
+	metrics *middlewareMetrics
+}
+
+// layersAllower is a Store that can write a decision's layers into a slice
+// the caller provides (MemoryStore.AllowInto), sparing an allocation.
+type layersAllower interface {
+	AllowInto(ctx context.Context, req Request, layers []LayerResult) (Decision, error)
 }
 
 // NewMiddleware returns a Middleware deciding with store (a memory store, a
@@ -69,8 +86,11 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 		failOpen: opts.FailureMode == FailOpen,
 		maxWait:  opts.MaxQueueWait,
 		now:      opts.Now,
+		epoch:    time.Now(),
 		metrics:  newMiddlewareMetrics(opts.Registerer),
 	}
+	m.into, _ = store.(layersAllower)
+	_, m.stamped = store.(*MemoryStore)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -104,6 +124,11 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 // full leaky-bucket queue, answers 429 like reject mode.
 //
 // Handlers read the caller and the decision with CallerFrom and DecisionFrom.
+//
+// The middleware remembers which of a caller's limits apply to each route
+// by the identity of the Caller.Limits slice, so a Resolver must never
+// modify a Limits slice it has returned: build a new one instead (the
+// control plane's snapshots are immutable and do so).
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return m.wrap(next, false)
 }
@@ -124,22 +149,27 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			return
 		}
 		route := r.Pattern
-		limits := applicable(caller.Limits, route)
+		limits := m.routes.applicable(caller.Limits, route)
+		st := &requestState{caller: caller}
 		if len(limits) == 0 {
-			next.ServeHTTP(w, withState(r, &requestState{caller: caller}))
+			next.ServeHTTP(w, st.attach(r))
 			return
 		}
 
-		start := time.Now()
-		d, err := m.store.Allow(r.Context(), Request{Subject: caller.Subject, Route: route, Limits: limits})
-		m.metrics.observe(route, time.Since(start))
+		var before time.Time
+		if !m.stamped {
+			before = m.now()
+		}
+		start := time.Since(m.epoch)
+		d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Route: route, Limits: limits}, st)
+		m.metrics.observe(route, time.Since(m.epoch)-start)
 		if err != nil {
-			m.storeFailed(w, r, next, caller, route, err)
+			m.storeFailed(w, r, next, st, route, err)
 			return
 		}
 		h := w.Header()
-		writeLimitHeaders(h, d, m.now())
-		st := &requestState{caller: caller, decision: d}
+		writeLimitHeaders(h, d, m.decidedAt(d, before), &st.headers)
+		st.decision = d
 
 		if !d.Allowed {
 			exceeded, degrade := degradable(d)
@@ -151,7 +181,7 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			m.metrics.count(route, caller.Plan, "degraded")
 			st.degraded = true
 			h.Set(HeaderDegraded, exceeded)
-			next.ServeHTTP(w, withState(r, st))
+			next.ServeHTTP(w, st.attach(r))
 			return
 		}
 
@@ -174,8 +204,30 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 		} else {
 			m.metrics.count(route, caller.Plan, "admitted")
 		}
-		next.ServeHTTP(w, withState(r, st))
+		next.ServeHTTP(w, st.attach(r))
 	})
+}
+
+// allow decides req, into st's own layers when the store can.
+func (m *Middleware) allow(ctx context.Context, req Request, st *requestState) (Decision, error) {
+	if m.into != nil {
+		return m.into.AllowInto(ctx, req, st.layers[:0])
+	}
+	return m.store.Allow(ctx, req)
+}
+
+// decidedAt is the instant d's ResetAfter counts from: the store's own
+// clock reading when it gives one, else the middleware's clock read just
+// before the decision. That reading is at most the store's (on one clock),
+// so a window ending on a whole second is never reported a second late.
+func (m *Middleware) decidedAt(d Decision, before time.Time) time.Time {
+	if !d.At.IsZero() {
+		return d.At
+	}
+	if before.IsZero() {
+		return m.now()
+	}
+	return before
 }
 
 // identify resolves the caller of r, answering 401 (and returning false)
@@ -207,7 +259,8 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request) (Caller, b
 }
 
 // storeFailed applies the failure mode to a request whose decision failed.
-func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, caller Caller, route string, err error) {
+func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, st *requestState, route string, err error) {
+	caller := st.caller
 	if r.Context().Err() != nil {
 		// The client went away; nobody reads this answer.
 		m.metrics.count(route, caller.Plan, "cancelled")
@@ -224,7 +277,7 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 	if m.failOpen {
 		m.metrics.count(route, caller.Plan, "failed_open")
 		w.Header().Set(HeaderStoreDegraded, "store-unavailable")
-		next.ServeHTTP(w, withState(r, &requestState{caller: caller}))
+		next.ServeHTTP(w, st.attach(r))
 		return
 	}
 	m.metrics.count(route, caller.Plan, "unavailable")
@@ -252,8 +305,8 @@ func writeQueueTooLong(w http.ResponseWriter, d Decision) {
 // all apply, sparing an allocation on the hot path.
 func applicable(limits []Limit, route string) []Limit {
 	n := 0
-	for _, l := range limits {
-		if l.Route == "" || l.Route == route {
+	for i := range limits {
+		if l := &limits[i]; l.Route == "" || l.Route == route {
 			n++
 		}
 	}
@@ -270,6 +323,66 @@ func applicable(limits []Limit, route string) []Limit {
 		}
 	}
 	return out
+}
+
+// routeLimitsSlots is the size of the table of filtered limit slices: well
+// above the plans times routes a control plane serves at once.
+const routeLimitsSlots = 1024
+
+// routeLimitsCache remembers applicable's answer per caller limit slice
+// (by identity: the snapshot's slices are immutable) and route, in a
+// direct-mapped table, so that a route whose tier leaves out some of the
+// plan's limits costs no allocation per request, and the store sees the
+// same slice every time (its own validation cache then holds). An answer is
+// cached the second time in a row it is computed in its slot, so a
+// resolver building fresh slices per request costs no more than before.
+type routeLimitsCache struct {
+	slots [routeLimitsSlots]routeLimitsSlot
+}
+
+type routeLimitsSlot struct {
+	entry atomic.Pointer[routeLimits]
+	// seen is the first limit of the slice last filtered here without
+	// being cached; holding it keeps its address from being reused.
+	seen atomic.Pointer[Limit]
+}
+
+type routeLimits struct {
+	first  *Limit
+	n      int
+	route  string
+	limits []Limit
+}
+
+func (c *routeLimitsCache) applicable(limits []Limit, route string) []Limit {
+	if len(limits) == 0 {
+		return nil
+	}
+	first := &limits[0]
+	slot := &c.slots[routeSlot(first, route)]
+	if e := slot.entry.Load(); e != nil && e.first == first && e.n == len(limits) && e.route == route {
+		return e.limits
+	}
+	out := applicable(limits, route)
+	if len(out) == len(limits) {
+		return out // nothing allocated, nothing to remember
+	}
+	if slot.seen.Load() != first {
+		slot.seen.Store(first)
+		return out
+	}
+	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out})
+	return out
+}
+
+// routeSlot mixes the slice's address with the route's: r.Pattern is the
+// registered pattern's own string, the same for every request on a route
+// (an unstable one only spreads over more slots; entries compare the route
+// itself). Fibonacci hashing spreads the mix over the table.
+func routeSlot(first *Limit, route string) uint64 {
+	h := uint64(uintptr(unsafe.Pointer(first))) ^ uint64(uintptr(unsafe.Pointer(unsafe.StringData(route))))*31
+	const bits = 10 // log2(routeLimitsSlots)
+	return h * 0x9E3779B97F4A7C15 >> (64 - bits)
 }
 
 // degradable reports whether every layer that rejected d is in degrade mode,
@@ -303,18 +416,34 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// requestState is what the middleware tells the handler, kept in one context
-// value so a request costs one allocation for it.
+// requestState is what the middleware tells the handler. It is itself the
+// handler's context (the request's context plus itself under stateKey), and
+// it holds the decision's layers and the header values, so all of them cost
+// a request one allocation.
 type requestState struct {
+	context.Context
 	caller   Caller
 	decision Decision
 	degraded bool
+	layers   [maxInlineLayers]LayerResult
+	headers  [limitHeaderCount]string
 }
 
 type stateKey struct{}
 
-func withState(r *http.Request, st *requestState) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+// Value answers stateKey with the state and anything else from the
+// request's context.
+func (st *requestState) Value(key any) any {
+	if _, ok := key.(stateKey); ok {
+		return st
+	}
+	return st.Context.Value(key)
+}
+
+// attach returns r carrying st as its context.
+func (st *requestState) attach(r *http.Request) *http.Request {
+	st.Context = r.Context()
+	return r.WithContext(st)
 }
 
 func stateFrom(ctx context.Context) *requestState {

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +14,15 @@ import (
 type middlewareMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// counters (counterKey -> prometheus.Counter) and observers (route ->
+	// prometheus.Observer) remember the series already looked up:
+	// WithLabelValues hashes and checks every label on every call, which
+	// costs a request more than its decision on the memory store.
+	counters  sync.Map
+	observers sync.Map
 }
+
+type counterKey struct{ route, plan, outcome string }
 
 func newMiddlewareMetrics(reg prometheus.Registerer) *middlewareMetrics {
 	m := &middlewareMetrics{
@@ -55,9 +64,22 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 }
 
 func (m *middlewareMetrics) count(route, plan, outcome string) {
-	m.requests.WithLabelValues(route, plan, outcome).Inc()
+	key := counterKey{route, plan, outcome}
+	if c, ok := m.counters.Load(key); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := m.requests.WithLabelValues(route, plan, outcome)
+	m.counters.Store(key, c)
+	c.Inc()
 }
 
 func (m *middlewareMetrics) observe(route string, d time.Duration) {
-	m.latency.WithLabelValues(route).Observe(d.Seconds())
+	if o, ok := m.observers.Load(route); ok {
+		o.(prometheus.Observer).Observe(d.Seconds())
+		return
+	}
+	o := m.latency.WithLabelValues(route)
+	m.observers.Store(route, o)
+	o.Observe(d.Seconds())
 }

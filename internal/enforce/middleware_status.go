@@ -53,6 +53,10 @@ func (m *Middleware) StatusHandler() http.Handler {
 			writeJSON(w, http.StatusOK, body)
 			return
 		}
+		var before time.Time
+		if !m.stamped {
+			before = m.now()
+		}
 		d, err := m.store.Peek(r.Context(), Request{Subject: caller.Subject, Route: r.Pattern, Limits: caller.Limits})
 		if err != nil {
 			m.log.WarnContext(r.Context(), "rate-limit status peek failed", "err", err)
@@ -61,8 +65,8 @@ func (m *Middleware) StatusHandler() http.Handler {
 				"Rate-limit state cannot be read right now; retry shortly.")
 			return
 		}
-		now := m.now()
-		writeLimitHeaders(w.Header(), d, now)
+		at := m.decidedAt(d, before)
+		writeLimitHeaders(w.Header(), d, at, new([limitHeaderCount]string))
 		for _, l := range d.Layers {
 			body.Limits = append(body.Limits, LimitStatus{
 				Policy:            l.Limit.Name,
@@ -74,7 +78,7 @@ func (m *Middleware) StatusHandler() http.Handler {
 				Burst:             l.Limit.Burst,
 				Cost:              max(l.Limit.Cost, 1),
 				Remaining:         max(l.Remaining, 0),
-				Reset:             unixCeil(now.Add(l.ResetAfter)),
+				Reset:             resetUnix(at, l.ResetAfter),
 				ResetAfterSeconds: ceilSeconds(l.ResetAfter),
 			})
 		}

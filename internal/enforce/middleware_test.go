@@ -727,3 +727,104 @@ func TestMiddlewareResolverFailureIs503NotAnonymous(t *testing.T) {
 		t.Errorf("internal error text leaked: %s", raw)
 	}
 }
+
+// tickingClock advances by step after every reading, as a real clock moves
+// between the store's decision and the middleware's headers.
+type tickingClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *tickingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.now
+	c.now = c.now.Add(c.step)
+	return t
+}
+
+// unstampedStore hides the store's decision time, as a store that does not
+// report Decision.At would.
+type unstampedStore struct{ enforce.Store }
+
+func (s unstampedStore) Allow(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+	d, err := s.Store.Allow(ctx, req)
+	d.At = time.Time{}
+	return d, err
+}
+
+func (s unstampedStore) Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+	d, err := s.Store.Peek(ctx, req)
+	d.At = time.Time{}
+	return d, err
+}
+
+func TestMiddlewareResetIsTheLayersEnd(t *testing.T) {
+	// The clock moves 250 ms at every reading, so a reset computed from a
+	// reading taken after the decision would land a second late.
+	cases := []struct {
+		name       string
+		unstamped  bool
+		limit      enforce.Limit
+		wantReset  string // X-RateLimit-Reset after one request
+		wantStatus int64  // the status body's reset for the same limit
+	}{
+		{
+			// t0 is 23 s before a minute boundary: the window ends on a
+			// whole second, reported as exactly that second.
+			name:      "FixedWindowEndsOnAWholeSecond",
+			limit:     enforce.Limit{Name: "fw", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute},
+			wantReset: "1724188800", wantStatus: 1724188800,
+		},
+		{
+			// One token of a 10/s bucket is back 100 ms after it was spent:
+			// a fraction of a second, rounded up.
+			name:      "TokenBucketRoundsAFractionUp",
+			limit:     enforce.Limit{Name: "tb", Algorithm: enforce.TokenBucket, Limit: 10, Window: time.Second},
+			wantReset: "1724188778", wantStatus: 1724188778,
+		},
+		{
+			// Without the store's time, the middleware's reading from just
+			// before the decision stands in, never a later one.
+			name: "StoreWithoutDecisionTime", unstamped: true,
+			limit:     enforce.Limit{Name: "fw", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute},
+			wantReset: "1724188800", wantStatus: 1724188800,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &tickingClock{now: t0, step: 250 * time.Millisecond}
+			var store enforce.Store = enforce.NewMemoryStore(enforce.MemoryOptions{Now: clock.Now})
+			if tc.unstamped {
+				store = unstampedStore{store}
+			}
+			res := &mwResolver{anonLimits: []enforce.Limit{tc.limit}}
+			mw := enforce.NewMiddleware(store, res, enforce.MiddlewareOptions{Now: clock.Now})
+			mux := http.NewServeMux()
+			mux.Handle(routeItems, mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+			mux.Handle(routeStatus, mw.StatusHandler())
+			do := func(path string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest("GET", path, nil)
+				r.RemoteAddr = "203.0.113.9:5123"
+				w := httptest.NewRecorder()
+				mux.ServeHTTP(w, r)
+				return w
+			}
+			w := do("/api/items/1")
+			if w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Reset") != tc.wantReset {
+				t.Errorf("status %d X-RateLimit-Reset %q, want 200 %q", w.Code, w.Header().Get("X-RateLimit-Reset"), tc.wantReset)
+			}
+			// The status endpoint peeks later still; the same layer reports
+			// the same reset instant.
+			w = do("/api/rate-limit-status")
+			var body enforce.StatusBody
+			if err := json.NewDecoder(w.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if len(body.Limits) != 1 || body.Limits[0].Reset != tc.wantStatus || w.Header().Get("X-RateLimit-Reset") != tc.wantReset {
+				t.Errorf("status body %+v X-RateLimit-Reset %q, want reset %d and %q", body, w.Header().Get("X-RateLimit-Reset"), tc.wantStatus, tc.wantReset)
+			}
+		})
+	}
+}
