@@ -37,6 +37,10 @@ type RedisOptions struct {
 	Now func() time.Time
 	// DisableUsage turns off the usage counters read by Usage.
 	DisableUsage bool
+	// UsageFlush is how often the usage counted in memory is added to Redis
+	// (default one second): the most other instances' dashboards lag and a
+	// crash loses.
+	UsageFlush time.Duration
 	// MaxBatch caps the decisions sent in one pipeline (default 128).
 	MaxBatch int
 	// Pipelines is how many pipelines may be in flight at once (default 2,
@@ -52,8 +56,8 @@ type RedisOptions struct {
 	// (subject, route) decisions whose rejecting layers are all in
 	// ModeReject, and rejects the same request with the same limits locally
 	// until the latest RetryAfter has passed, sparing Redis a client that
-	// hammers past its limit. The price: rejections answered locally are not
-	// counted in usage, and a counter reset by hand in Redis is noticed only
+	// hammers past its limit (rejections answered locally are still counted
+	// in usage). The price: a counter reset by hand in Redis is noticed only
 	// when the cached rejection runs out. A changed limit is a different
 	// request and misses the cache. Off by default.
 	NegativeCacheSize int
@@ -89,24 +93,26 @@ type RedisStore struct {
 	metrics  *storeMetrics
 	negative *negativeCache
 
-	calls     sync.Pool
-	usageTTL  any // boxed once: the usage hash TTL argument
-	queue     chan *redisCall
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	calls      sync.Pool
+	tally      usageTally
+	usageFlush time.Duration
+	queue      chan *redisCall
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
 }
 
 // redisCall is one decision waiting for its pipeline. Calls are pooled:
 // done is buffered so the worker's signal never blocks, and a call whose
 // caller gave up is left to the garbage collector instead of the pool.
 type redisCall struct {
-	keys  []string
-	args  []any
-	done  chan struct{}
-	timer *time.Timer // bounds the caller's wait; stopped while pooled
-	reply []int64
-	err   error
+	keys   []string
+	args   []any
+	bucket int64 // the usage bucket of the decision's clock
+	done   chan struct{}
+	timer  *time.Timer // bounds the caller's wait; stopped while pooled
+	reply  []int64
+	err    error
 }
 
 func (s *RedisStore) getCall() *redisCall {
@@ -157,7 +163,10 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	if s.prefix == "" {
 		s.prefix = "sluice:"
 	}
-	s.usageTTL = int64(UsageRetention / time.Second)
+	s.usageFlush = opts.UsageFlush
+	if s.usageFlush <= 0 {
+		s.usageFlush = time.Second
+	}
 	if s.timeout <= 0 {
 		s.timeout = 100 * time.Millisecond
 	}
@@ -188,15 +197,25 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	for range workers {
 		go s.work()
 	}
+	if s.usage {
+		s.wg.Add(1)
+		go s.flushEvery()
+	}
 	return s, nil
 }
 
-// Close stops the pipeline workers; decisions still queued fail with
+// Close stops the pipeline workers and writes the usage counted since the
+// last flush (waiting at most a second); decisions still queued fail with
 // ErrStoreUnavailable. It does not close the Redis client.
 func (s *RedisStore) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
+		if s.usage {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = s.flushUsage(ctx) // best effort: Redis may be the reason for closing
+			cancel()
+		}
 		for {
 			select {
 			case c := <-s.queue:
@@ -246,7 +265,11 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Dec
 	var negKey string
 	if consume && s.negative != nil {
 		negKey = req.Subject + "\x00" + req.Route
-		if d, ok := s.negative.get(negKey, req.Limits, s.clock()); ok {
+		now := s.clock()
+		if d, ok := s.negative.get(negKey, req.Limits, now); ok {
+			if s.usage {
+				s.tally.add(req.Subject, req.Route, usageBucketStart(now.Unix()), false)
+			}
 			s.metrics.count(false)
 			return d, nil
 		}
@@ -271,6 +294,9 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Dec
 	for i, l := range req.Limits {
 		r := reply[2+4*i:]
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
+	}
+	if consume && s.usage {
+		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed)
 	}
 	s.putCall(call)
 	if negKey != "" && !d.Allowed {
@@ -367,12 +393,7 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	} else {
 		args = append(args, "")
 	}
-	usage := consume && s.usage
-	if usage {
-		args = append(args, req.Route+"\x00", s.usageTTL)
-	} else {
-		args = append(args, "", s.usageTTL)
-	}
+	call.bucket = usageBucketStart(clock.Unix())
 	tag := s.prefix + "{" + req.Subject + "}"
 	keys = append(keys, tag)
 	for i := range req.Limits {
@@ -402,9 +423,6 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 			keys = append(keys, k, k+":m")
 		}
 		args = append(args, field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost)
-	}
-	if usage {
-		keys = append(keys, s.usageKey(req.Subject, usageBucketStart(clock.Unix())))
 	}
 	call.keys, call.args = keys, args
 	return call, nil
@@ -592,10 +610,66 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 }
 
+// flushEvery adds the usage counted in memory to Redis every usageFlush
+// until the store closes.
+func (s *RedisStore) flushEvery() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.usageFlush)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.usageFlush)
+			_ = s.flushUsage(ctx) // kept for the next flush; Redis trouble shows in decisions
+			cancel()
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// flushUsage adds the pending usage counts to their Redis hashes in one
+// pipeline, setting each hash's TTL; on failure the counts are kept for the
+// next flush (up to maxPendingUsage).
+func (s *RedisStore) flushUsage(ctx context.Context) error {
+	counts := s.tally.take()
+	if len(counts) == 0 {
+		return nil
+	}
+	pipe := s.client.Pipeline()
+	ttl := UsageRetention
+	expired := make(map[string]bool, len(counts))
+	for k, c := range counts {
+		key := s.usageKey(k.subject, k.bucket)
+		if c.admitted > 0 {
+			pipe.HIncrBy(ctx, key, k.route+"\x00a", c.admitted)
+		}
+		if c.rejected > 0 {
+			pipe.HIncrBy(ctx, key, k.route+"\x00r", c.rejected)
+		}
+		if !expired[key] {
+			expired[key] = true
+			pipe.Expire(ctx, key, ttl)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		s.tally.restore(counts)
+		return fmt.Errorf("write usage: %w", classify(err))
+	}
+	return nil
+}
+
 // Usage returns the usage of subjects in the buckets that end after since
 // (at most UsageRetention back), ordered by subject, route and bucket. All
 // buckets are read in one pipeline.
 func (s *RedisStore) Usage(ctx context.Context, subjects []string, since time.Time) ([]UsagePoint, error) {
+	if s.usage {
+		// This store's own counts are exact; other instances' lag at most
+		// their UsageFlush.
+		if err := s.flushUsage(ctx); err != nil {
+			return nil, err
+		}
+	}
 	to := usageBucketStart(s.clock().Unix())
 	from := max(usageBucketStart(since.Unix()), to-int64(UsageRetention/time.Second))
 	step := int64(UsageBucket / time.Second)

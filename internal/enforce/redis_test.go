@@ -104,6 +104,10 @@ func TestRedisStoreKeys(t *testing.T) {
 	if err != nil || !d.Allowed {
 		t.Fatalf("Allow = %+v, %v; want admitted", d, err)
 	}
+	// Usage writes the usage counted in memory so far.
+	if _, err := store.Usage(ctx, []string{subject}, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	keys, err := client.Keys(ctx, prefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -398,4 +402,84 @@ func TestNewRedisStoreRefusesABracedPrefix(t *testing.T) {
 		s.Close()
 		t.Fatal("NewRedisStore accepted a prefix with a hash tag of its own")
 	}
+}
+
+func TestRedisStoreWritesUsageForOtherInstances(t *testing.T) {
+	limits := []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 1, Window: time.Hour}}
+	ctx := context.Background()
+	// admitOneRejectOne makes one admitted and one rejected decision.
+	admitOneRejectOne := func(t *testing.T, s *RedisStore, subject string) {
+		t.Helper()
+		for range 2 {
+			if _, err := s.Allow(ctx, Request{Subject: subject, Route: "GET /a", Limits: limits}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// readUsage reads subject's usage through another instance.
+	readUsage := func(t *testing.T, reader *RedisStore, subject string) (admitted, rejected int64) {
+		t.Helper()
+		points, err := reader.Usage(ctx, []string{subject}, time.Now().Add(-time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range points {
+			admitted += p.Admitted
+			rejected += p.Rejected
+		}
+		return admitted, rejected
+	}
+	cases := []struct {
+		name  string
+		flush time.Duration
+		close bool // close the writer instead of waiting for its flush
+	}{
+		{name: "EveryFlushInterval", flush: 20 * time.Millisecond},
+		{name: "OnClose", flush: time.Hour, close: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client, prefix := newTestRedis(t)
+			writer := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Timeout: 2 * time.Second, UsageFlush: tc.flush})
+			reader := newTestRedisStore(t, newInstanceClient(t), RedisOptions{Prefix: prefix, Timeout: 2 * time.Second})
+			admitOneRejectOne(t, writer, "key:1")
+			if tc.close {
+				writer.Close()
+			}
+			var admitted, rejected int64
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if admitted, rejected = readUsage(t, reader, "key:1"); admitted+rejected == 2 {
+					break
+				}
+			}
+			if admitted != 1 || rejected != 1 {
+				t.Errorf("another instance reads admitted %d, rejected %d; want 1 and 1", admitted, rejected)
+			}
+		})
+	}
+	t.Run("KeptWhileRedisIsDown", func(t *testing.T) {
+		srv := startPrivateRedis(t)
+		store := newTestRedisStore(t, srv.client(), RedisOptions{Prefix: "t:", Timeout: 500 * time.Millisecond, UsageFlush: time.Hour})
+		admitOneRejectOne(t, store, "key:1")
+		srv.stop()
+		if err := store.flushUsage(ctx); !errors.Is(err, ErrStoreUnavailable) {
+			t.Fatalf("flush with Redis down = %v, want ErrStoreUnavailable", err)
+		}
+		if err := srv.start(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		for range 20 { // the pool may hold connections to the dead server
+			if err = store.flushUsage(ctx); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("flush after restart: %v", err)
+		}
+		reader := newTestRedisStore(t, srv.client(), RedisOptions{Prefix: "t:", Timeout: 500 * time.Millisecond})
+		if admitted, rejected := readUsage(t, reader, "key:1"); admitted != 1 || rejected != 1 {
+			t.Errorf("after the restart: admitted %d, rejected %d; want the 1 and 1 counted while down", admitted, rejected)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package enforce
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,8 +11,11 @@ import (
 
 // Usage statistics: both stores count admitted and rejected requests per
 // subject and route in 10-second buckets, kept for 65 minutes, so the
-// dashboards can draw the last hour. Redis counts them in the same script call
-// as the decision; Peek counts nothing.
+// dashboards can draw the last hour. The Redis store tallies them in memory
+// and adds them to Redis once per RedisOptions.UsageFlush (default a second),
+// so other instances see a store's counts up to that late and a crash loses
+// at most that much; its own Usage flushes first and is exact. Peek counts
+// nothing.
 const (
 	// UsageBucket is the width of one usage bucket.
 	UsageBucket = 10 * time.Second
@@ -146,5 +150,69 @@ func (m *storeMetrics) count(allowed bool) {
 		m.allowed.Inc()
 	} else {
 		m.rejected.Inc()
+	}
+}
+
+// usageTally is the Redis store's usage counting: decisions are counted in
+// memory and added to the Redis usage hashes by one pipeline per flush
+// interval, instead of by a HINCRBY inside every decision script, which cost
+// Redis about as much as the decision's own state write. A hot subject then
+// costs Redis one HINCRBY per second per route, not one per request.
+type usageTally struct {
+	mu      sync.Mutex
+	pending map[usageTallyKey]usageCounts
+}
+
+type usageTallyKey struct {
+	subject, route string
+	bucket         int64 // Unix seconds, a multiple of UsageBucket
+}
+
+type usageCounts struct{ admitted, rejected int64 }
+
+// maxPendingUsage bounds the counts kept while Redis cannot take them; past
+// it, a failed flush's counts are dropped rather than memory grown.
+const maxPendingUsage = 100_000
+
+func (u *usageTally) add(subject, route string, bucket int64, allowed bool) {
+	k := usageTallyKey{subject, route, bucket}
+	u.mu.Lock()
+	if u.pending == nil {
+		u.pending = make(map[usageTallyKey]usageCounts)
+	}
+	c := u.pending[k]
+	if allowed {
+		c.admitted++
+	} else {
+		c.rejected++
+	}
+	u.pending[k] = c
+	u.mu.Unlock()
+}
+
+// take returns the pending counts and starts afresh.
+func (u *usageTally) take() map[usageTallyKey]usageCounts {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	p := u.pending
+	u.pending = nil
+	return p
+}
+
+// restore puts back counts a flush could not write, while there is room.
+func (u *usageTally) restore(counts map[usageTallyKey]usageCounts) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pending == nil {
+		u.pending = make(map[usageTallyKey]usageCounts, len(counts))
+	}
+	for k, c := range counts {
+		if len(u.pending) >= maxPendingUsage {
+			return
+		}
+		p := u.pending[k]
+		p.admitted += c.admitted
+		p.rejected += c.rejected
+		u.pending[k] = p
 	}
 }

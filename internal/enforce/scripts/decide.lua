@@ -6,20 +6,17 @@
 --             its state in fields named by ARGV (see below), and field 'e'
 --             holds the time (us) the hash's TTL runs out
 -- KEYS[2j], KEYS[2j+1]  the j-th sliding log's sorted set and metadata hash
--- KEYS[#KEYS] usage hash of the current 10-second bucket (only when ARGV[3]
---             ~= '' and consuming)
 -- ARGV[1]     'a' consumes (Allow), 'p' only evaluates (Peek)
 -- ARGV[2]     now in microseconds, or '' to read Redis TIME (tests set it)
--- ARGV[3]     usage field prefix (route .. '\0'), or '' when usage is off
--- ARGV[4]     usage hash TTL in seconds
--- ARGV[5+6(i-1)..10+6(i-1)]  limit i: state field, algorithm code ('lq' is a
+-- ARGV[3+6(i-1)..8+6(i-1)]  limit i: state field, algorithm code ('lq' is a
 --             leaky bucket in queue mode), limit, window us, burst, cost
 -- Fields: a bucket's virtual finish time (tat) is field F; a fixed window's
 -- index F and count F..'+'; a sliding counter's index F, current count F..'+'
 -- and previous count F..'-'.
 -- Returns {allowed, delay us, then per limit: allowed, remaining, reset us,
--- retry us}. Nothing is written unless every limit admits (all or nothing),
--- except usage counters; every key written gets a TTL here.
+-- retry us}. Nothing is written unless every limit admits (all or nothing);
+-- every key written gets a TTL here. Usage is counted by the caller (see
+-- stats.go), not here: it cost as much as the state write.
 --
 -- Redis runs this body on every call and charges for every redis.call, so
 -- all counter states are read with one HMGET and written with one HSET, a TTL
@@ -35,7 +32,7 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local n = (#ARGV - 4) / 6
+local n = (#ARGV - 2) / 6
 local K = KEYS[1]
 
 -- One HMGET for every counter state; pos[i] is where limit i's first field
@@ -43,7 +40,7 @@ local K = KEYS[1]
 -- One limit, the common case, builds no argument table.
 local st, pos, logk = {}, {}, {}
 if n == 1 then
-  local f, code = ARGV[5], ARGV[6]
+  local f, code = ARGV[3], ARGV[4]
   pos[1] = 2
   if code == 'fw' then
     st = redis.call('HMGET', K, 'e', f, f .. '+')
@@ -58,7 +55,7 @@ else
   local hm = {'HMGET', K, 'e'}
   local logs = 0
   for i = 1, n do
-    local a = 6 * i - 2
+    local a = 6 * i - 4
     local code, f = ARGV[a + 2], ARGV[a + 1]
     if code == 'swl' then
       logs = logs + 1
@@ -90,7 +87,7 @@ end
 -- remaining, reset, retry, wait, then, for the write when commit is true and
 -- the limit admits: the state (x, y, z) and when it stops mattering (exp).
 local function layer(i, commit)
-  local a = 6 * i - 2
+  local a = 6 * i - 4
   local code = ARGV[a + 2]
   local L, W, c = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 6])
   local now = now
@@ -210,7 +207,7 @@ end
 
 -- write_log persists sliding log i's admitted request with its TTL.
 local function write_log(i, sum, seq, stale)
-  local a = 6 * i - 2
+  local a = 6 * i - 4
   local W = tonumber(ARGV[a + 4])
   local k1, k2 = KEYS[logk[i]], KEYS[logk[i] + 1]
   if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
@@ -221,18 +218,6 @@ local function write_log(i, sum, seq, stale)
   redis.call('PEXPIRE', k2, ttl)
 end
 
--- count_usage counts the decision in the current usage bucket.
-local function count_usage(allowed)
-  if not consume or ARGV[3] == '' then return end
-  local field = 'r'
-  if allowed then field = 'a' end
-  local k = KEYS[#KEYS]
-  -- A field's first increment is when its hash may have just been created.
-  if redis.call('HINCRBY', k, ARGV[3] .. field, 1) == 1 then
-    redis.call('EXPIRE', k, tonumber(ARGV[4]))
-  end
-end
-
 -- The hash's TTL runs a window past the latest state's expiry and is renewed
 -- only when an expiry passes the one it was last set to (field 'e').
 local e = tonumber(st[1]) or 0
@@ -241,13 +226,13 @@ if n == 1 then
   local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
   local delay = 0
   if ok and consume then
-    local f, code = ARGV[5], ARGV[6]
+    local f, code = ARGV[3], ARGV[4]
     if code == 'swl' then
       write_log(1, x, y, z)
     else
       if code == 'lq' then delay = wait end
       local ttl = nil
-      if exp > e then ttl = math.ceil(exp + tonumber(ARGV[8])) end
+      if exp > e then ttl = math.ceil(exp + tonumber(ARGV[6])) end
       if code == 'fw' then
         if ttl then
           redis.call('HSET', K, f, x, f .. '+', y, 'e', ttl)
@@ -268,7 +253,6 @@ if n == 1 then
       if ttl then redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000))) end
     end
   end
-  count_usage(ok)
   return {ok and 1 or 0, delay, ok and 1 or 0, rem, reset, retry}
 end
 
@@ -287,7 +271,7 @@ if consume and allowed then
   local need, ttl = e, e
   for i = 1, n do
     local r = res[i]
-    local a = 6 * i - 2
+    local a = 6 * i - 4
     local code = ARGV[a + 2]
     if code == 'swl' then
       write_log(i, r[6], r[7], r[8])
@@ -329,7 +313,6 @@ elseif consume then
   end
 end
 
-count_usage(allowed)
 local out = {allowed and 1 or 0, delay}
 for i = 1, n do
   local r = res[i]
