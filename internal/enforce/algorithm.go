@@ -205,8 +205,8 @@ func (o layerOut) result(l Limit) LayerResult {
 }
 
 // fill is result writing in place, sparing the hot path two copies of the
-// Limit.
-func (o layerOut) fill(r *LayerResult, l *Limit) {
+// Limit (and a copy of o, which stalls on the stores that just wrote it).
+func (o *layerOut) fill(r *LayerResult, l *Limit) {
 	r.Limit = *l
 	r.Allowed = o.allowed
 	r.Remaining = o.remaining
@@ -228,7 +228,7 @@ type counterState struct {
 
 // evalFixedWindow admits when the window's count plus cost stays within the
 // limit; the window is floor(now/W).
-func evalFixedWindow(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
+func evalFixedWindow(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
 	idx := now / p.window
 	if s.has && s.idx == idx+1 {
 		// The clock stepped back across a boundary (another instance's
@@ -246,18 +246,17 @@ func evalFixedWindow(s *counterState, p *params, now int64, commit bool, next *c
 		*next = counterState{idx: idx, count: count, has: true}
 	}
 	reset := (idx+1)*p.window - now
-	out := layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: reset}
+	*out = layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: reset}
 	if !ok {
 		// A cost above the limit is never admitted; the next window is still
 		// the honest earliest moment to try.
 		out.retry = reset
 	}
-	return out
 }
 
 // evalSlidingCounter weights the previous window by the part of it still
 // inside the sliding window: prev*(W-elapsed)/W + curr.
-func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
+func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
 	idx := now / p.window
 	if s.has && s.idx == idx+1 {
 		idx, now = s.idx, s.idx*p.window
@@ -280,7 +279,7 @@ func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next
 		est += float64(p.cost)
 		*next = counterState{idx: idx, count: curr, prev: prev, has: true}
 	}
-	out := layerOut{allowed: ok, remaining: max(0, int64(math.Floor(float64(p.limit)-est)))}
+	*out = layerOut{allowed: ok, remaining: max(0, int64(math.Floor(float64(p.limit)-est)))}
 	switch {
 	case curr > 0:
 		out.reset = (idx+2)*p.window - now
@@ -302,12 +301,11 @@ func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next
 			out.retry = (idx+1)*p.window - now + e
 		}
 	}
-	return out
 }
 
 // evalTokenBucket is a token bucket kept as its GCRA equivalent: tat is when
 // the bucket would be full again; tokens = burst - (tat-now)/T, T = W/limit.
-func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
+func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
 	t := p.interval
 	n := float64(now)
 	base := n
@@ -322,7 +320,7 @@ func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *c
 		used = newTat - n
 		*next = counterState{tat: newTat, has: true}
 	}
-	out := layerOut{
+	*out = layerOut{
 		allowed:   ok,
 		remaining: max(0, int64(math.Floor((tolerance-used)/t))),
 		reset:     int64(math.Ceil(used)),
@@ -330,14 +328,13 @@ func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *c
 	if !ok {
 		out.retry = int64(math.Ceil(newTat - n - tolerance))
 	}
-	return out
 }
 
 // evalLeakyBucket shapes: tat is the virtual finish time of the queue; a
 // request waits max(tat, now) - now and is admitted while that wait is at
 // most burst*T (burst requests queued ahead of it). In ModeReject the same
 // rule polices without waiting, so up to burst+1 requests pass back to back.
-func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *counterState) layerOut {
+func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
 	t := p.interval
 	n := float64(now)
 	base := n
@@ -355,7 +352,7 @@ func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *c
 		*next = counterState{tat: newTat, has: true}
 		delay = int64(math.Ceil(wait))
 	}
-	out := layerOut{
+	*out = layerOut{
 		allowed:   ok,
 		remaining: max(0, int64(math.Floor((tolerance-depth)/t))+1),
 		reset:     int64(math.Ceil(depth)),
@@ -364,7 +361,6 @@ func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *c
 	if !ok {
 		out.retry = int64(math.Ceil(wait - tolerance))
 	}
-	return out
 }
 
 // expiresAt is when a counter state no longer matters, in µs.
@@ -408,7 +404,7 @@ func (r *logRing) live(now, window int64) (sum int64, first int) {
 
 // evalSlidingLog admits when the cost logged in (now-W, now] plus this cost
 // stays within the limit; rejected requests are not logged.
-func evalSlidingLog(r *logRing, p *params, now int64, commit bool) layerOut {
+func evalSlidingLog(r *logRing, p *params, now int64, commit bool, out *layerOut) {
 	sum, first := r.live(now, p.window)
 	ok := sum+p.cost <= p.limit
 	newest, hasNewest := int64(0), false
@@ -419,7 +415,7 @@ func evalSlidingLog(r *logRing, p *params, now int64, commit bool) layerOut {
 		sum += p.cost
 		newest, hasNewest = now, true
 	}
-	out := layerOut{allowed: ok, remaining: max(0, p.limit-sum)}
+	*out = layerOut{allowed: ok, remaining: max(0, p.limit-sum)}
 	if hasNewest {
 		out.reset = newest + p.window - now
 	}
@@ -437,7 +433,6 @@ func evalSlidingLog(r *logRing, p *params, now int64, commit bool) layerOut {
 			}
 		}
 	}
-	return out
 }
 
 // commit drops expired entries and logs an admitted request. The backing

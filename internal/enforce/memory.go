@@ -223,25 +223,29 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 	if err := validateSubject(req.Subject); err != nil {
 		return Decision{}, err
 	}
+	var d Decision
 	if set := s.sets.get(req.Limits); set != nil {
-		return s.decideCompiled(req, set.params, set.keys, consume, layers), nil
+		s.decideCompiled(&d, req, set.params, set.keys, consume, layers)
+		return d, nil
 	}
-	return s.decideUncached(req, consume, layers)
+	err := s.decideUncached(&d, req, consume, layers)
+	return d, err
 }
 
 // decideUncached validates a limit slice the cache does not hold (yet).
-func (s *MemoryStore) decideUncached(req Request, consume bool, layers []LayerResult) (Decision, error) {
+func (s *MemoryStore) decideUncached(d *Decision, req Request, consume bool, layers []LayerResult) error {
 	var buf [maxInlineLayers]params
 	ps, keys, err := s.sets.compile(req.Limits, buf[:0])
 	if err != nil {
-		return Decision{}, err
+		return err
 	}
-	return s.decideCompiled(req, ps, keys, consume, layers), nil
+	s.decideCompiled(d, req, ps, keys, consume, layers)
+	return nil
 }
 
-// decideCompiled decides req, whose limits have params ps and, when their
-// set is cached, state keys keys (else nil).
-func (s *MemoryStore) decideCompiled(req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) Decision {
+// decideCompiled decides req into d; its limits have params ps and, when
+// their set is cached, state keys keys (else nil).
+func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) {
 	// Scratch space: each layer's stored state (nil when it has none yet)
 	// and, for an admitting counter layer, its state after consuming.
 	var statesBuf [maxInlineLayers]*limitState
@@ -263,8 +267,11 @@ func (s *MemoryStore) decideCompiled(req Request, ps []params, keys []limitKey, 
 		// time (as when the clock is read under the lock).
 		now = s.clock()
 	}
+	// Field by field: a composite literal is built on the stack and copied.
 	// fill writes every field of a layer, so the layers need no zeroing.
-	d := Decision{Allowed: true, Layers: slices.Grow(layers[:0], len(ps))[:len(ps)], At: time.UnixMicro(now)}
+	d.Allowed = true
+	d.Layers = slices.Grow(layers[:0], len(ps))[:len(ps)]
+	d.At = time.UnixMicro(now)
 	var wait int64
 	for i := range ps {
 		p, l := &ps[i], &req.Limits[i]
@@ -274,7 +281,8 @@ func (s *MemoryStore) decideCompiled(req Request, ps []params, keys []limitKey, 
 		}
 		st := sub.find(key, l.Name, p)
 		states[i] = st
-		out := evaluate(st, p, now, consume, &next[i])
+		var out layerOut
+		evaluate(st, p, now, consume, &next[i], &out)
 		d.Allowed = d.Allowed && out.allowed
 		if p.queue {
 			wait = max(wait, out.wait)
@@ -293,7 +301,9 @@ func (s *MemoryStore) decideCompiled(req Request, ps []params, keys []limitKey, 
 			// their state untouched.
 			for i := range ps {
 				if d.Layers[i].Allowed {
-					evaluate(states[i], &ps[i], now, false, nil).fill(&d.Layers[i], &req.Limits[i])
+					var out layerOut
+					evaluate(states[i], &ps[i], now, false, nil, &out)
+					out.fill(&d.Layers[i], &req.Limits[i])
 				}
 			}
 			if s.usage && sub == nil {
@@ -313,7 +323,6 @@ func (s *MemoryStore) decideCompiled(req Request, ps []params, keys []limitKey, 
 	}
 	sh.mu.Unlock()
 	s.metrics.count(d.Allowed)
-	return d
 }
 
 // commit writes the consumed state of every layer of an admitted request:
@@ -380,10 +389,12 @@ func (sub *subjectState) dropStale(now int64) {
 	sub.limits = kept
 }
 
-// evaluate runs one layer's algorithm over its stored state (st may be nil);
-// when commit is true and the layer admits, a counter layer's consumed state
-// goes to next.
-func evaluate(st *limitState, p *params, now int64, commit bool, next *counterState) layerOut {
+// evaluate runs one layer's algorithm over its stored state (st may be nil)
+// into out; when commit is true and the layer admits, a counter layer's
+// consumed state goes to next. Results are written through pointers rather
+// than returned: copying a returned struct that was just stored field by
+// field stalls store-to-load forwarding on the hot path.
+func evaluate(st *limitState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
 	var none counterState
 	c := &none
 	if st != nil {
@@ -391,19 +402,20 @@ func evaluate(st *limitState, p *params, now int64, commit bool, next *counterSt
 	}
 	switch p.kind {
 	case kindTokenBucket:
-		return evalTokenBucket(c, p, now, commit, next)
+		evalTokenBucket(c, p, now, commit, next, out)
 	case kindFixedWindow:
-		return evalFixedWindow(c, p, now, commit, next)
+		evalFixedWindow(c, p, now, commit, next, out)
 	case kindSlidingCounter:
-		return evalSlidingCounter(c, p, now, commit, next)
+		evalSlidingCounter(c, p, now, commit, next, out)
 	case kindLeakyBucket:
-		return evalLeakyBucket(c, p, now, commit, next)
+		evalLeakyBucket(c, p, now, commit, next, out)
+	default:
+		var r *logRing
+		if st != nil {
+			r = &st.log
+		}
+		evalSlidingLog(r, p, now, commit, out)
 	}
-	var r *logRing
-	if st != nil {
-		r = &st.log
-	}
-	return evalSlidingLog(r, p, now, commit)
 }
 
 // find returns the state of the limit named name with params p, or nil; key
