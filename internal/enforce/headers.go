@@ -2,10 +2,10 @@ package enforce
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Response header names the middleware writes besides the standard rate-limit
@@ -78,7 +78,9 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, vals *[limitHead
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, resetUnix(at, bl.ResetAfter), 10)
 	ends[2] = len(b)
-	for i, l := range d.Layers {
+	// By index: ranging by value would copy each LayerResult twice.
+	for i := range d.Layers {
+		l := &d.Layers[i]
 		if i > 0 {
 			b = append(b, ", "...)
 		}
@@ -89,7 +91,8 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, vals *[limitHead
 		b = strconv.AppendInt(b, max(ceilSeconds(l.Limit.Window), 1), 10)
 	}
 	ends[3] = len(b)
-	for i, l := range d.Layers {
+	for i := range d.Layers {
+		l := &d.Layers[i]
 		if i > 0 {
 			b = append(b, ", "...)
 		}
@@ -168,18 +171,106 @@ type ErrorBody struct {
 // headers are already set.
 func writeRejection(w http.ResponseWriter, d Decision) {
 	retry := retryAfterSeconds(d)
-	body := RejectionBody{Error: "rate_limit_exceeded", RetryAfter: retry}
+	var limit int64
+	var policy string
+	var msg [160]byte
+	m := append(msg[:0], "Rate limit exceeded"...)
 	if len(d.Layers) > 0 {
 		l := d.Binding().Limit
-		body.Limit = l.Limit
-		body.Policy = l.Name
-		body.Message = fmt.Sprintf("Rate limit exceeded: policy %q allows %d per %s. Retry in %d s.",
-			l.Name, l.Limit, formatWindow(l.Window), retry)
-	} else {
-		body.Message = fmt.Sprintf("Rate limit exceeded. Retry in %d s.", retry)
+		limit, policy = l.Limit, l.Name
+		m = append(m, ": policy "...)
+		m = strconv.AppendQuote(m, l.Name)
+		m = append(m, " allows "...)
+		m = strconv.AppendInt(m, l.Limit, 10)
+		m = append(m, " per "...)
+		m = append(m, formatWindow(l.Window)...)
 	}
-	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	writeJSON(w, http.StatusTooManyRequests, body)
+	m = append(m, ". Retry in "...)
+	m = strconv.AppendInt(m, retry, 10)
+	m = append(m, " s."...)
+	writeRejectionBody(w, retry, limit, policy, m)
+}
+
+// writeRejectionBody answers 429 with Retry-After and a RejectionBody. The
+// JSON is appended by hand, byte for byte what encoding/json writes for the
+// struct: a flood of over-limit requests all take this path, and the
+// encoder's reflection and allocations cost more than the decision.
+func writeRejectionBody(w http.ResponseWriter, retry, limit int64, policy string, message []byte) {
+	// Written through an interface, the body escapes: size it to fit
+	// rather than offer a large stack buffer that would move to the heap.
+	b := make([]byte, 0, 96+len(message)+len(policy))
+	b = append(b, `{"error":"rate_limit_exceeded","message":`...)
+	b = appendJSONString(b, message)
+	b = append(b, `,"retry_after":`...)
+	b = strconv.AppendInt(b, retry, 10)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, limit, 10)
+	b = append(b, `,"policy":`...)
+	b = appendJSONString(b, policy)
+	b = append(b, "}\n"...) // as json.Encoder ends every value
+	h := w.Header()
+	vals := [...]string{strconv.FormatInt(retry, 10), "application/json", "nosniff"}
+	h["Retry-After"] = vals[0:1:1]
+	h["Content-Type"] = vals[1:2:2]
+	h["X-Content-Type-Options"] = vals[2:3:3]
+	w.WriteHeader(http.StatusTooManyRequests)
+	// The client may be gone; there is no one left to tell.
+	_, _ = w.Write(b)
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it with HTML escaping (its default): '"' and '\\' escaped, control
+// characters as \b \f \n \r \t or \u00XX, '<' '>' '&' as \u00XX, U+2028 and
+// U+2029 escaped, and invalid UTF-8 replaced by \ufffd.
+func appendJSONString[S ~string | ~[]byte](dst []byte, s S) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // formatWindow names a window the way people say it: "60s", "1h0m0s" is

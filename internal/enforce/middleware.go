@@ -290,14 +290,17 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 // than the middleware will hold a connection.
 func writeQueueTooLong(w http.ResponseWriter, d Decision) {
 	retry := max(ceilSeconds(d.Delay), 1)
-	body := RejectionBody{Error: "rate_limit_exceeded", RetryAfter: retry,
-		Message: "The queue for this endpoint is too long to wait in. Retry in " + strconv.FormatInt(retry, 10) + " s."}
+	var limit int64
+	var policy string
 	if len(d.Layers) > 0 {
-		body.Limit = d.Binding().Limit.Limit
-		body.Policy = d.Binding().Limit.Name
+		l := d.Binding().Limit
+		limit, policy = l.Limit, l.Name
 	}
-	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	writeJSON(w, http.StatusTooManyRequests, body)
+	var msg [96]byte
+	m := append(msg[:0], "The queue for this endpoint is too long to wait in. Retry in "...)
+	m = strconv.AppendInt(m, retry, 10)
+	m = append(m, " s."...)
+	writeRejectionBody(w, retry, limit, policy, m)
 }
 
 // applicable returns the limits that apply to route: plan-wide ones and the

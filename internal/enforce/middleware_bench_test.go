@@ -44,6 +44,18 @@ func BenchmarkMiddleware(b *testing.B) {
 			return enforce.NewMiddleware(enforce.NewFailoverStore(mem(), enforce.FailoverOptions{}), res, enforce.MiddlewareOptions{}).Wrap(h)
 		}},
 	}
+	// "rejected" answers every request but the first 429: the path a flood
+	// of over-limit traffic takes.
+	cases = append(cases, struct {
+		name string
+		wrap func(http.Handler) http.Handler
+	}{"rejected", func(h http.Handler) http.Handler {
+		over := &mwResolver{anonLimits: []enforce.Limit{
+			{Name: "bench-global", Algorithm: enforce.TokenBucket, Limit: 1, Window: time.Hour},
+			{Name: "bench-items", Algorithm: enforce.FixedWindow, Limit: 1, Window: time.Hour, Route: routeItems},
+		}}
+		return enforce.NewMiddleware(mem(), over, enforce.MiddlewareOptions{}).Wrap(h)
+	}})
 	for _, tc := range cases {
 		mux := http.NewServeMux()
 		mux.Handle(routeItems, tc.wrap(ok))
