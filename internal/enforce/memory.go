@@ -220,16 +220,17 @@ func (s *MemoryStore) clock() int64 {
 }
 
 func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (Decision, error) {
-	if err := validateSubject(req.Subject); err != nil {
+	var d Decision
+	var err error
+	if set := s.sets.get(req.Limits); set != nil {
+		err = s.decideCompiled(&d, req, set.params, set.keys, consume, layers)
+	} else {
+		err = s.decideUncached(&d, req, consume, layers)
+	}
+	if err != nil {
 		return Decision{}, err
 	}
-	var d Decision
-	if set := s.sets.get(req.Limits); set != nil {
-		s.decideCompiled(&d, req, set.params, set.keys, consume, layers)
-		return d, nil
-	}
-	err := s.decideUncached(&d, req, consume, layers)
-	return d, err
+	return d, nil
 }
 
 // decideUncached validates a limit slice the cache does not hold (yet).
@@ -239,13 +240,12 @@ func (s *MemoryStore) decideUncached(d *Decision, req Request, consume bool, lay
 	if err != nil {
 		return err
 	}
-	s.decideCompiled(d, req, ps, keys, consume, layers)
-	return nil
+	return s.decideCompiled(d, req, ps, keys, consume, layers)
 }
 
 // decideCompiled decides req into d; its limits have params ps and, when
 // their set is cached, state keys keys (else nil).
-func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) {
+func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) error {
 	// Scratch space: each layer's stored state (nil when it has none yet)
 	// and, for an admitting counter layer, its state after consuming.
 	var statesBuf [maxInlineLayers]*limitState
@@ -261,7 +261,14 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 	sh, h := s.locate(req.Subject)
 	sh.mu.Lock()
 	sub := sh.get(h, req.Subject)
-	if sub != nil && now < sub.last {
+	if sub == nil {
+		// A subject with state was valid when the state was made, so only
+		// an unknown one is checked.
+		if err := validateSubject(req.Subject); err != nil {
+			sh.mu.Unlock()
+			return err
+		}
+	} else if now < sub.last {
 		// A racing request read the clock after this one but wrote first:
 		// read it again, so that a subject's state never steps back in
 		// time (as when the clock is read under the lock).
@@ -323,6 +330,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 	}
 	sh.mu.Unlock()
 	s.metrics.count(d.Allowed)
+	return nil
 }
 
 // commit writes the consumed state of every layer of an admitted request:
