@@ -246,13 +246,14 @@ func (s *MemoryStore) decideUncached(d *Decision, req Request, consume bool, lay
 // decideCompiled decides req into d; its limits have params ps and, when
 // their set is cached, state keys keys (else nil).
 func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) error {
-	// Scratch space: each layer's stored state (nil when it has none yet)
-	// and, for an admitting counter layer, its state after consuming.
+	// Scratch space: each layer's stored state (nil when it has none yet),
+	// verdict, and, for an admitting counter layer, state after consuming.
 	var statesBuf [maxInlineLayers]*limitState
+	var outsBuf [maxInlineLayers]layerOut
 	var nextBuf [maxInlineLayers]counterState
-	states, next := statesBuf[:], nextBuf[:]
+	states, outs, next := statesBuf[:], outsBuf[:], nextBuf[:]
 	if len(ps) > maxInlineLayers {
-		states, next = make([]*limitState, len(ps)), make([]counterState, len(ps))
+		states, outs, next = make([]*limitState, len(ps)), make([]layerOut, len(ps)), make([]counterState, len(ps))
 	}
 
 	// The clock is read before the lock, which then guards nothing but the
@@ -274,43 +275,30 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		// time (as when the clock is read under the lock).
 		now = s.clock()
 	}
-	// Field by field: a composite literal is built on the stack and copied.
-	// fill writes every field of a layer, so the layers need no zeroing.
-	d.Allowed = true
-	d.Layers = slices.Grow(layers[:0], len(ps))[:len(ps)]
-	d.At = time.UnixMicro(now)
-	var wait int64
+	allowed := true
 	for i := range ps {
-		p, l := &ps[i], &req.Limits[i]
+		p := &ps[i]
 		var key *limitKey
 		if keys != nil {
 			key = &keys[i]
 		}
-		st := sub.find(key, l.Name, p)
+		st := sub.find(key, req.Limits[i].Name, p)
 		states[i] = st
-		var out layerOut
-		evaluate(st, p, now, consume, &next[i], &out)
-		d.Allowed = d.Allowed && out.allowed
-		if p.queue {
-			wait = max(wait, out.wait)
-		}
-		out.fill(&d.Layers[i], l)
+		evaluate(st, p, now, consume, &next[i], &outs[i])
+		allowed = allowed && outs[i].allowed
 	}
 	if consume {
-		if d.Allowed {
+		if allowed {
 			if sub == nil {
 				sub = sh.add(h, req.Subject)
 			}
 			sub.commit(req.Limits, ps, keys, states, next, now)
-			d.Delay = micros(wait)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
 			for i := range ps {
-				if d.Layers[i].Allowed {
-					var out layerOut
-					evaluate(states[i], &ps[i], now, false, nil, &out)
-					out.fill(&d.Layers[i], &req.Limits[i])
+				if outs[i].allowed {
+					evaluate(states[i], &ps[i], now, false, nil, &outs[i])
 				}
 			}
 			if s.usage && sub == nil {
@@ -318,7 +306,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 			}
 		}
 		if s.usage {
-			sub.recordUsage(req.Route, now/int64(time.Second/time.Microsecond), d.Allowed)
+			sub.recordUsage(req.Route, now/int64(time.Second/time.Microsecond), allowed)
 			sub.expires = max(sub.expires, now+UsageRetention.Microseconds())
 		}
 		if sub != nil {
@@ -329,7 +317,25 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		}
 	}
 	sh.mu.Unlock()
-	s.metrics.count(d.Allowed)
+
+	// The results are written outside the lock, which is held only as long
+	// as the state needs it. Field by field: a composite literal would be
+	// built on the stack and copied; fill writes every field of a layer, so
+	// the layers need no zeroing.
+	d.Allowed = allowed
+	d.Layers = slices.Grow(layers[:0], len(ps))[:len(ps)]
+	d.At = time.UnixMicro(now)
+	var wait int64
+	for i := range ps {
+		outs[i].fill(&d.Layers[i], &req.Limits[i])
+		if ps[i].queue {
+			wait = max(wait, outs[i].wait)
+		}
+	}
+	if consume && allowed {
+		d.Delay = micros(wait)
+	}
+	s.metrics.count(allowed)
 	return nil
 }
 
