@@ -113,6 +113,10 @@ type redisCall struct {
 	timer  *time.Timer // bounds the caller's wait; stopped while pooled
 	reply  []int64
 	err    error
+	// next and count coalesce identical Allow calls of one pipeline (see
+	// coalesce): the first call carries count, the others hang off next.
+	next  *redisCall
+	count int
 }
 
 func (s *RedisStore) getCall() *redisCall {
@@ -129,6 +133,7 @@ func (s *RedisStore) putCall(c *redisCall) {
 	clear(c.keys)
 	clear(c.args)
 	c.keys, c.args, c.reply, c.err = c.keys[:0], c.args[:0], c.reply[:0], nil
+	c.next, c.count = nil, 0
 	s.calls.Put(c)
 }
 
@@ -496,6 +501,7 @@ func (s *RedisStore) do(ctx context.Context, call *redisCall) error {
 func (s *RedisStore) work() {
 	defer s.wg.Done()
 	batch := make([]*redisCall, 0, s.maxBatch)
+	w := &coalescer{leaders: make([]*redisCall, 0, s.maxBatch), bySubject: make(map[string]*redisCall)}
 	for {
 		select {
 		case c := <-s.queue:
@@ -512,16 +518,72 @@ func (s *RedisStore) work() {
 				break fill
 			}
 		}
-		s.run(batch)
+		s.run(batch, w)
 		clear(batch)
 	}
 }
 
-func (s *RedisStore) run(batch []*redisCall) {
+// coalescer is a pipeline worker's scratch space for coalesce.
+type coalescer struct {
+	leaders   []*redisCall
+	bySubject map[string]*redisCall
+}
+
+// coalesce turns a batch into the script calls to send: identical Allow
+// calls (same subject, limits and clock argument) share one call that decides
+// them one after the other (the script's k), which costs Redis one state
+// read and write instead of k. A hot subject (one API key, one client IP)
+// is the case this serves; it changes no decision, since k calls queued in
+// one pipeline would run back to back just the same.
+func (w *coalescer) coalesce(batch []*redisCall) []*redisCall {
+	leaders := w.leaders[:0]
+	clear(w.bySubject)
+	for _, c := range batch {
+		c.next, c.count = nil, 1
+		if c.args[0] != "a" {
+			leaders = append(leaders, c)
+			continue
+		}
+		l := w.bySubject[c.keys[0]]
+		if l != nil && sameCall(l, c) {
+			c.next, l.next = l.next, c
+			l.count++
+			continue
+		}
+		if l == nil {
+			// The subject's first Allow call leads; one with other limits
+			// (another route) runs on its own.
+			w.bySubject[c.keys[0]] = c
+		}
+		leaders = append(leaders, c)
+	}
+	w.leaders = leaders
+	return leaders
+}
+
+func sameCall(a, b *redisCall) bool {
+	if len(a.keys) != len(b.keys) || len(a.args) != len(b.args) {
+		return false
+	}
+	for i := range a.keys {
+		if a.keys[i] != b.keys[i] {
+			return false
+		}
+	}
+	for i := range a.args {
+		if a.args[i] != b.args[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *RedisStore) run(batch []*redisCall, w *coalescer) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	start := time.Now()
-	cmds := s.exec(ctx, batch)
+	leaders := w.coalesce(batch)
+	cmds := s.exec(ctx, leaders)
 	if hasNoScript(cmds) {
 		// Redis restarted or SCRIPT FLUSH ran: load again and retry once
 		// the calls that did not run.
@@ -530,7 +592,7 @@ func (s *RedisStore) run(batch []*redisCall) {
 			var at []int
 			for i, cmd := range cmds {
 				if isNoScript(cmd.Err()) {
-					retry, at = append(retry, batch[i]), append(at, i)
+					retry, at = append(retry, leaders[i]), append(at, i)
 				}
 			}
 			for j, cmd := range s.exec(ctx, retry) {
@@ -542,25 +604,54 @@ func (s *RedisStore) run(batch []*redisCall) {
 		s.metrics.latency.Observe(time.Since(start).Seconds())
 		s.metrics.batch.Observe(float64(len(batch)))
 	}
-	for i, c := range batch {
-		c.reply, c.err = appendReply(c.reply[:0], cmds[i])
-		c.done <- struct{}{}
+	for i, l := range leaders {
+		if l.count == 1 {
+			l.reply, l.err = appendReply(l.reply[:0], cmds[i])
+			l.done <- struct{}{}
+			continue
+		}
+		all, err := appendReply(nil, cmds[i])
+		per := len(all) / l.count
+		if err == nil && per*l.count != len(all) {
+			err = fmt.Errorf("rate-limit script: reply of %d values for %d coalesced calls", len(all), l.count)
+		}
+		j := 0
+		for c := l; c != nil; j++ {
+			next := c.next // c belongs to its caller again once signalled
+			if err == nil {
+				c.reply = append(c.reply[:0], all[j*per:(j+1)*per]...)
+			}
+			c.err = err
+			c.done <- struct{}{}
+			c = next
+		}
 	}
 }
 
-func (s *RedisStore) exec(ctx context.Context, batch []*redisCall) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(batch))
-	if len(batch) == 1 {
-		cmds[0] = s.client.EvalSha(ctx, s.sha, batch[0].keys, batch[0].args...)
+func (s *RedisStore) exec(ctx context.Context, calls []*redisCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 1 {
+		cmds[0] = s.client.EvalSha(ctx, s.sha, calls[0].keys, argsOf(calls[0])...)
 		return cmds
 	}
 	pipe := s.client.Pipeline()
-	for i, c := range batch {
-		cmds[i] = pipe.EvalSha(ctx, s.sha, c.keys, c.args...)
+	for i, c := range calls {
+		cmds[i] = pipe.EvalSha(ctx, s.sha, c.keys, argsOf(c)...)
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = pipe.Exec(ctx)
 	return cmds
+}
+
+// argsOf is c's script arguments, with the count of coalesced calls in
+// place of "a" when there are several.
+func argsOf(c *redisCall) []any {
+	if c.count <= 1 {
+		return c.args
+	}
+	args := slices.Clone(c.args)
+	args[0] = int64(c.count)
+	return args
 }
 
 // appendReply appends the script's integer reply to dst.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -323,7 +324,9 @@ func TestRedisStoreOneScriptCallPerDecision(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("key:%d", i%7), Route: "GET /x", Limits: limits})
+					// Distinct subjects: concurrent Allow calls of one
+					// subject may share a script call (see coalesce).
+					_, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("key:%d:%d", layers, i), Route: "GET /x", Limits: limits})
 					errs <- err
 				}()
 			}
@@ -336,6 +339,111 @@ func TestRedisStoreOneScriptCallPerDecision(t *testing.T) {
 			}
 			if got := evalshaCalls(t, admin) - before; got != decisions {
 				t.Errorf("EVALSHA calls = %d for %d decisions of %d layers, want one per decision", got, decisions, layers)
+			}
+		})
+	}
+}
+
+func TestCoalesceGroupsIdenticalAllowCalls(t *testing.T) {
+	call := func(mode, subject, field string) *redisCall {
+		return &redisCall{keys: []string{"t:{" + subject + "}"}, args: []any{mode, "", field, codeFixedWindow, int64(10), int64(60e6), int64(0), int64(1)}}
+	}
+	a1, a2, a3 := call("a", "key:1", "fw:fw:60000000:10"), call("a", "key:1", "fw:fw:60000000:10"), call("a", "key:1", "fw:fw:60000000:10")
+	other := call("a", "key:2", "fw:fw:60000000:10")
+	otherLimit := call("a", "key:1", "fw2:fw:60000000:10")
+	p1, p2 := call("p", "key:1", "fw:fw:60000000:10"), call("p", "key:1", "fw:fw:60000000:10")
+	w := &coalescer{bySubject: map[string]*redisCall{}}
+	leaders := w.coalesce([]*redisCall{a1, p1, a2, other, otherLimit, p2, a3})
+	cases := []struct {
+		name      string
+		call      *redisCall
+		wantCount int
+		wantGroup []*redisCall // the calls deciding in call's script call
+	}{
+		{"IdenticalAllowCallsShareOne", a1, 3, []*redisCall{a1, a3, a2}},
+		{"PeekIsNeverCoalesced", p1, 1, []*redisCall{p1}},
+		{"OtherSubjectRunsAlone", other, 1, []*redisCall{other}},
+		{"OtherLimitsRunAlone", otherLimit, 1, []*redisCall{otherLimit}},
+		{"SecondPeekNeither", p2, 1, []*redisCall{p2}},
+	}
+	// Script calls go out in the order of their first call.
+	if len(leaders) != len(cases) {
+		t.Fatalf("coalesce made %d script calls of 7, want %d", len(leaders), len(cases))
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if leaders[i] != tc.call {
+				t.Fatalf("script call %d is not the expected leader", i)
+			}
+			if tc.call.count != tc.wantCount {
+				t.Errorf("count = %d, want %d", tc.call.count, tc.wantCount)
+			}
+			var group []*redisCall
+			for c := tc.call; c != nil; c = c.next {
+				group = append(group, c)
+			}
+			if len(group) != len(tc.wantGroup) {
+				t.Fatalf("group of %d calls, want %d", len(group), len(tc.wantGroup))
+			}
+			for j := range group {
+				if group[j] != tc.wantGroup[j] {
+					t.Errorf("group member %d differs", j)
+				}
+			}
+			if args := argsOf(tc.call); tc.wantCount > 1 && args[0] != int64(tc.wantCount) {
+				t.Errorf("script mode argument = %v, want the count %d", args[0], tc.wantCount)
+			}
+		})
+	}
+}
+
+// TestCoalescedScriptCallDecidesAsCallsInARow runs k Allow requests as one
+// coalesced script call on one subject and as k calls on another, on the
+// same clock, for every algorithm and with rejections among them: the
+// replies must be identical.
+func TestCoalescedScriptCallDecidesAsCallsInARow(t *testing.T) {
+	const k = 14
+	for _, limits := range [][]Limit{
+		{{Name: "fw", Algorithm: FixedWindow, Limit: 10, Window: time.Minute}},
+		{{Name: "log", Algorithm: SlidingWindowLog, Limit: 10, Window: time.Minute}},
+		{{Name: "tb", Algorithm: TokenBucket, Limit: 10, Window: time.Minute, Cost: 2}},
+		{{Name: "lb", Algorithm: LeakyBucket, Limit: 10, Window: time.Minute, Burst: 5, Mode: ModeQueue}},
+		everyAlgorithm(),
+		{everyAlgorithm()[2], {Name: "small", Algorithm: FixedWindow, Limit: 3, Window: time.Minute}},
+	} {
+		t.Run(fmt.Sprintf("%s/%dLayers", limits[0].Algorithm, len(limits)), func(t *testing.T) {
+			client, prefix := newTestRedis(t)
+			clock := newFakeClock()
+			store := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+			ctx := context.Background()
+			call, err := store.prepare(Request{Subject: "key:coalesced", Limits: limits}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call.count = k
+			got, err := appendReply(nil, client.EvalSha(ctx, store.ScriptSHA(), call.keys, argsOf(call)...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []int64
+			for range k {
+				one, err := store.prepare(Request{Subject: "key:one-by-one", Limits: limits}, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err = appendReply(want, client.EvalSha(ctx, store.ScriptSHA(), one.keys, one.args...))
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("coalesced reply has %d values, one-by-one %d", len(got), len(want))
+			}
+			per := len(want) / k
+			for j := range k {
+				if g, w := got[j*per:(j+1)*per], want[j*per:(j+1)*per]; !slices.Equal(g, w) {
+					t.Errorf("request %d: coalesced %v, one by one %v", j+1, g, w)
+				}
 			}
 		})
 	}

@@ -6,7 +6,9 @@
 --             its state in fields named by ARGV (see below), and field 'e'
 --             holds the time (us) the hash's TTL runs out
 -- KEYS[2j], KEYS[2j+1]  the j-th sliding log's sorted set and metadata hash
--- ARGV[1]     'a' consumes (Allow), 'p' only evaluates (Peek)
+-- ARGV[1]     'a' consumes (Allow), 'p' only evaluates (Peek), a number k >= 2
+--             decides k identical Allow requests one after the other, as k
+--             calls in a row would (the caller coalesces concurrent ones)
 -- ARGV[2]     now in microseconds, or '' to read Redis TIME (tests set it)
 -- ARGV[3+6(i-1)..8+6(i-1)]  limit i: state field, algorithm code ('lq' is a
 --             leaky bucket in queue mode), limit, window us, burst, cost
@@ -14,7 +16,7 @@
 -- index F and count F..'+'; a sliding counter's index F, current count F..'+'
 -- and previous count F..'-'.
 -- Returns {allowed, delay us, then per limit: allowed, remaining, reset us,
--- retry us}. Nothing is written unless every limit admits (all or nothing);
+-- retry us}, k times over when coalesced. Nothing is written unless every limit admits (all or nothing);
 -- every key written gets a TTL here. Usage is counted by the caller (see
 -- stats.go), not here: it cost as much as the state write.
 --
@@ -24,7 +26,10 @@
 -- the HSET), and numbers go to redis.call as Lua numbers, which Redis
 -- formats exactly (%.17g) without a string.format here.
 
-local consume = ARGV[1] == 'a'
+local consume = ARGV[1] ~= 'p'
+-- k identical Allow calls of one subject, coalesced by the caller
+local k = 1
+if consume and ARGV[1] ~= 'a' then k = tonumber(ARGV[1]) end
 local now
 if ARGV[2] ~= '' then
   now = tonumber(ARGV[2])
@@ -52,7 +57,8 @@ if n == 1 then
     st = redis.call('HMGET', K, 'e', f)
   end
 else
-  local hm = {'HMGET', K, 'e'}
+  -- m counts hm's entries: the length operator costs a search per use.
+  local hm, m = {'HMGET', K, 'e'}, 3
   local logs = 0
   for i = 1, n do
     local a = 6 * i - 4
@@ -61,17 +67,20 @@ else
       logs = logs + 1
       logk[i] = 2 * logs
     else
-      pos[i] = #hm - 1
-      hm[#hm + 1] = f
+      pos[i] = m - 1
+      m = m + 1
+      hm[m] = f
       if code == 'fw' then
-        hm[#hm + 1] = f .. '+'
+        m = m + 1
+        hm[m] = f .. '+'
       elseif code == 'swc' then
-        hm[#hm + 1] = f .. '+'
-        hm[#hm + 1] = f .. '-'
+        hm[m + 1] = f .. '+'
+        hm[m + 2] = f .. '-'
+        m = m + 2
       end
     end
   end
-  if #hm > 3 then st = redis.call(unpack(hm)) end
+  if m > 3 then st = redis.call(unpack(hm)) end
 end
 
 -- Lua's default number format keeps 14 digits; microsecond times need 16.
@@ -222,6 +231,104 @@ end
 -- only when an expiry passes the one it was last set to (field 'e').
 local e = tonumber(st[1]) or 0
 
+-- put_state writes every counter state of st (updated in place) with one
+-- HSET, moving the hash's TTL when need passes e.
+local function put_state(need, ttl)
+  local hs, m = {'HSET', K}, 2
+  for i = 1, n do
+    local a = 6 * i - 4
+    local code = ARGV[a + 2]
+    if code ~= 'swl' then
+      local f, p = ARGV[a + 1], pos[i]
+      hs[m + 1] = f
+      hs[m + 2] = st[p]
+      m = m + 2
+      if code == 'fw' then
+        hs[m + 1] = f .. '+'
+        hs[m + 2] = st[p + 1]
+        m = m + 2
+      elseif code == 'swc' then
+        hs[m + 1] = f .. '+'
+        hs[m + 2] = st[p + 1]
+        hs[m + 3] = f .. '-'
+        hs[m + 4] = st[p + 2]
+        m = m + 4
+      end
+    end
+  end
+  if need > e then
+    ttl = math.ceil(ttl)
+    hs[m + 1] = 'e'
+    hs[m + 2] = ttl
+    redis.call(unpack(hs))
+    redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
+  else
+    redis.call(unpack(hs))
+  end
+end
+
+if k > 1 then
+  -- Coalesced requests: the state read once above is updated in st after
+  -- each admission, so request j sees requests 1..j-1, and written once.
+  local out, o = {}, 0
+  local written, need, ttl = false, e, e
+  for j = 1, k do
+    local R = {}
+    local allowed, delay = true, 0
+    for i = 1, n do
+      local b = 9 * i - 9
+      local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, true)
+      R[b + 1], R[b + 2], R[b + 3], R[b + 4], R[b + 5] = ok, rem, reset, retry, wait
+      R[b + 6], R[b + 7], R[b + 8], R[b + 9] = x, y, z, exp
+      if not ok then allowed = false end
+    end
+    if allowed then
+      for i = 1, n do
+        local b, a = 9 * i - 9, 6 * i - 4
+        local code = ARGV[a + 2]
+        if code == 'swl' then
+          write_log(i, R[b + 6], R[b + 7], R[b + 8])
+        else
+          local p = pos[i]
+          st[p] = R[b + 6]
+          if code == 'fw' then
+            st[p + 1] = R[b + 7]
+          elseif code == 'swc' then
+            st[p + 1], st[p + 2] = R[b + 7], R[b + 8]
+          elseif code == 'lq' and R[b + 5] > delay then
+            delay = R[b + 5]
+          end
+          local exp = R[b + 9]
+          if exp > need then need = exp end
+          exp = exp + ARGV[a + 4]
+          if exp > ttl then ttl = exp end
+          written = true
+        end
+      end
+    else
+      for i = 1, n do
+        local b = 9 * i - 9
+        if R[b + 1] then
+          R[b + 1], R[b + 2], R[b + 3], R[b + 4] = layer(i, false)
+        end
+      end
+    end
+    out[o + 1] = allowed and 1 or 0
+    out[o + 2] = delay
+    o = o + 2
+    for i = 1, n do
+      local b = 9 * i - 9
+      out[o + 1] = R[b + 1] and 1 or 0
+      out[o + 2] = R[b + 2]
+      out[o + 3] = R[b + 3]
+      out[o + 4] = R[b + 4]
+      o = o + 4
+    end
+  end
+  if written then put_state(need, ttl) end
+  return out
+end
+
 if n == 1 then
   local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
   local delay = 0
@@ -256,50 +363,58 @@ if n == 1 then
   return {ok and 1 or 0, delay, ok and 1 or 0, rem, reset, retry}
 end
 
-local res = {}
+-- Several limits: every layer's nine results in one flat table R (a table
+-- per layer costs Lua more than the arithmetic), stride 9.
+local R = {}
 local allowed = true
 local delay = 0
 for i = 1, n do
-  local r = {layer(i, consume)}
-  res[i] = r
-  allowed = allowed and r[1]
+  local b = 9 * i - 9
+  local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
+  R[b + 1], R[b + 2], R[b + 3], R[b + 4], R[b + 5] = ok, rem, reset, retry, wait
+  R[b + 6], R[b + 7], R[b + 8], R[b + 9] = x, y, z, exp
+  if not ok then allowed = false end
 end
 
 if consume and allowed then
   -- One HSET for every counter state.
-  local hs = {'HSET', K}
+  local hs, m = {'HSET', K}, 2
   local need, ttl = e, e
   for i = 1, n do
-    local r = res[i]
+    local b = 9 * i - 9
     local a = 6 * i - 4
     local code = ARGV[a + 2]
     if code == 'swl' then
-      write_log(i, r[6], r[7], r[8])
+      write_log(i, R[b + 6], R[b + 7], R[b + 8])
     else
       local f = ARGV[a + 1]
-      hs[#hs + 1] = f
-      hs[#hs + 1] = r[6]
+      hs[m + 1] = f
+      hs[m + 2] = R[b + 6]
+      m = m + 2
       if code == 'fw' then
-        hs[#hs + 1] = f .. '+'
-        hs[#hs + 1] = r[7]
+        hs[m + 1] = f .. '+'
+        hs[m + 2] = R[b + 7]
+        m = m + 2
       elseif code == 'swc' then
-        hs[#hs + 1] = f .. '+'
-        hs[#hs + 1] = r[7]
-        hs[#hs + 1] = f .. '-'
-        hs[#hs + 1] = r[8]
-      elseif code == 'lq' then
-        delay = math.max(delay, r[5])
+        hs[m + 1] = f .. '+'
+        hs[m + 2] = R[b + 7]
+        hs[m + 3] = f .. '-'
+        hs[m + 4] = R[b + 8]
+        m = m + 4
+      elseif code == 'lq' and R[b + 5] > delay then
+        delay = R[b + 5]
       end
-      if r[9] > need then need = r[9] end
-      local until_ = r[9] + tonumber(ARGV[a + 4])
-      if until_ > ttl then ttl = until_ end
+      local exp = R[b + 9]
+      if exp > need then need = exp end
+      exp = exp + ARGV[a + 4]
+      if exp > ttl then ttl = exp end
     end
   end
-  if #hs > 2 then
+  if m > 2 then
     if need > e then
       ttl = math.ceil(ttl)
-      hs[#hs + 1] = 'e'
-      hs[#hs + 1] = ttl
+      hs[m + 1] = 'e'
+      hs[m + 2] = ttl
       redis.call(unpack(hs))
       redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
     else
@@ -309,16 +424,19 @@ if consume and allowed then
 elseif consume then
   -- All or nothing: layers that would have admitted report untouched state.
   for i = 1, n do
-    if res[i][1] then res[i] = {layer(i, false)} end
+    local b = 9 * i - 9
+    if R[b + 1] then
+      R[b + 1], R[b + 2], R[b + 3], R[b + 4] = layer(i, false)
+    end
   end
 end
 
 local out = {allowed and 1 or 0, delay}
 for i = 1, n do
-  local r = res[i]
-  out[#out + 1] = r[1] and 1 or 0
-  out[#out + 1] = r[2]
-  out[#out + 1] = r[3]
-  out[#out + 1] = r[4]
+  local b, o = 9 * i - 9, 4 * i - 2
+  out[o + 1] = R[b + 1] and 1 or 0
+  out[o + 2] = R[b + 2]
+  out[o + 3] = R[b + 3]
+  out[o + 4] = R[b + 4]
 end
 return out

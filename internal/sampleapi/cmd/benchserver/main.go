@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	failover := fs.Bool("failover", false, "mode sluice: guard the Redis store with a FailoverStore (local fallback) as the portal does; "+
 		"off by default so that every decision is measured on Redis (under CPU saturation its 50 ms timeout trips)")
 	usage := fs.Bool("usage", true, "mode sluice: record per-route usage counters in Redis, as the portal's dashboard needs")
+	pipelines := fs.Int("pipelines", 0, "mode sluice: RedisOptions.Pipelines, the pipelines in flight (0: the store's default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the serving period to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,7 +87,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "bare":
 		h = sampleapi.New(nil, sampleapi.Options{Logger: log})
 	case "sluice":
-		redisStore, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{Prefix: *prefix, DisableUsage: !*usage})
+		redisStore, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{Prefix: *prefix, DisableUsage: !*usage, Pipelines: *pipelines})
 		if err != nil {
 			return err
 		}
