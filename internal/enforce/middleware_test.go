@@ -828,3 +828,53 @@ func TestMiddlewareResetIsTheLayersEnd(t *testing.T) {
 		})
 	}
 }
+
+func TestMiddlewareStateSurvivesDerivedContexts(t *testing.T) {
+	// The middleware's state is the handler's context itself; contexts a
+	// handler derives from it must still find the state and see the
+	// request's cancellation and values.
+	type ctxKey struct{}
+	cases := []struct {
+		name       string
+		cancelled  bool
+		wantErr    error
+		wantValue  any
+		wantCaller string
+	}{
+		{name: "LiveRequest", wantErr: nil, wantValue: "from-the-server", wantCaller: "ip:203.0.113.9"},
+		{name: "CancelledRequest", cancelled: true, wantErr: context.Canceled, wantValue: "from-the-server", wantCaller: "ip:203.0.113.9"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newMWEnv(t, enforce.MiddlewareOptions{})
+			var gotCaller string
+			var gotDecision, gotCallerOK bool
+			var gotErr error
+			var gotValue any
+			h := e.mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+				defer cancel()
+				var c enforce.Caller
+				c, gotCallerOK = enforce.CallerFrom(ctx)
+				gotCaller = c.Subject
+				_, gotDecision = enforce.DecisionFrom(ctx)
+				gotErr = ctx.Err()
+				gotValue = ctx.Value(ctxKey{})
+			}))
+			mux := http.NewServeMux()
+			mux.Handle(routeItems, h)
+			parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "from-the-server"))
+			defer cancel()
+			if tc.cancelled {
+				cancel()
+			}
+			r := httptest.NewRequestWithContext(parent, "GET", "/api/items/1", nil)
+			r.RemoteAddr = "203.0.113.9:5123"
+			mux.ServeHTTP(httptest.NewRecorder(), r)
+			if !gotCallerOK || gotCaller != tc.wantCaller || !gotDecision || gotErr != tc.wantErr || gotValue != tc.wantValue {
+				t.Errorf("caller %q (%v) decision %v err %v value %v; want %q true true %v %v",
+					gotCaller, gotCallerOK, gotDecision, gotErr, gotValue, tc.wantCaller, tc.wantErr, tc.wantValue)
+			}
+		})
+	}
+}
