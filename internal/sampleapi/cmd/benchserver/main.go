@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL (modes sluice and redis_rate)")
 	prefix := fs.String("prefix", "bench:", "Redis key prefix")
 	failover := fs.Bool("failover", false, "mode sluice: guard the Redis store with a FailoverStore (local fallback) as the portal does; "+
-		"off by default so that every decision is measured on Redis (under CPU saturation its 50 ms timeout trips)")
+		"off by default so that every decision is measured on Redis (a timeout under CPU saturation would decide locally)")
 	usage := fs.Bool("usage", true, "mode sluice: record per-route usage counters in Redis, as the portal's dashboard needs")
 	pipelines := fs.Int("pipelines", 0, "mode sluice: RedisOptions.Pipelines, the pipelines in flight (0: the store's default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the serving period to this file")
