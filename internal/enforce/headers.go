@@ -62,9 +62,11 @@ const limitHeaderCount = 5
 //
 // Policy names are validated by the control plane to be tokens ([a-z0-9_-]),
 // so they need no escaping inside an sf-string; quoteName escapes anyway.
-// The field values are kept in vals, which the caller provides so that it
-// can share their allocation with other per-request state.
-func writeLimitHeaders(h http.Header, d Decision, at time.Time, vals *[limitHeaderCount]string) {
+// policy is the RateLimit-Policy value when the caller has it already (it
+// depends on the limits only, see appendPolicy), else "". The field values
+// are kept in vals, which the caller provides so that it can share their
+// allocation with other per-request state.
+func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, vals *[limitHeaderCount]string) {
 	if len(d.Layers) == 0 {
 		return
 	}
@@ -78,17 +80,11 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, vals *[limitHead
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, resetUnix(at, bl.ResetAfter), 10)
 	ends[2] = len(b)
-	// By index: ranging by value would copy each LayerResult twice.
-	for i := range d.Layers {
-		l := &d.Layers[i]
-		if i > 0 {
-			b = append(b, ", "...)
+	if policy == "" {
+		// By index: ranging by value would copy each LayerResult twice.
+		for i := range d.Layers {
+			b = appendPolicyItem(b, i, &d.Layers[i].Limit)
 		}
-		b = quoteName(b, l.Limit.Name)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, l.Limit.Limit, 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, max(ceilSeconds(l.Limit.Window), 1), 10)
 	}
 	ends[3] = len(b)
 	for i := range d.Layers {
@@ -109,6 +105,9 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, vals *[limitHead
 		vals[i] = all[from:end]
 		from = end
 	}
+	if policy != "" {
+		vals[3] = policy
+	}
 	// Header.Set would canonicalise each key and allocate a slice per
 	// value; the keys are written in the canonical form Set would produce
 	// (and the wire shows), and each value slice is capped so that an Add
@@ -118,6 +117,27 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, vals *[limitHead
 	h["X-Ratelimit-Reset"] = vals[2:3:3]
 	h["Ratelimit-Policy"] = vals[3:4:4]
 	h["Ratelimit"] = vals[4:5:5]
+}
+
+// appendPolicy appends the RateLimit-Policy value of limits, which depends
+// on nothing else, so the middleware computes it once per limit set.
+func appendPolicy(dst []byte, limits []Limit) []byte {
+	for i := range limits {
+		dst = appendPolicyItem(dst, i, &limits[i])
+	}
+	return dst
+}
+
+// appendPolicyItem appends the i-th item of a RateLimit-Policy list.
+func appendPolicyItem(dst []byte, i int, l *Limit) []byte {
+	if i > 0 {
+		dst = append(dst, ", "...)
+	}
+	dst = quoteName(dst, l.Name)
+	dst = append(dst, ";q="...)
+	dst = strconv.AppendInt(dst, l.Limit, 10)
+	dst = append(dst, ";w="...)
+	return strconv.AppendInt(dst, max(ceilSeconds(l.Window), 1), 10)
 }
 
 // resetUnix is the unix second at which a layer decided at at resets: at

@@ -149,7 +149,7 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			return
 		}
 		route := r.Pattern
-		limits := m.routes.applicable(caller.Limits, route)
+		limits, policy := m.routes.applicable(caller.Limits, route)
 		st := &requestState{caller: caller}
 		if len(limits) == 0 {
 			next.ServeHTTP(w, st.attach(r))
@@ -168,7 +168,7 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			return
 		}
 		h := w.Header()
-		writeLimitHeaders(h, d, m.decidedAt(d, before), &st.headers)
+		writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
 		st.decision = d
 
 		if !d.Allowed {
@@ -332,13 +332,14 @@ func applicable(limits []Limit, route string) []Limit {
 // above the plans times routes a control plane serves at once.
 const routeLimitsSlots = 1024
 
-// routeLimitsCache remembers applicable's answer per caller limit slice
-// (by identity: the snapshot's slices are immutable) and route, in a
-// direct-mapped table, so that a route whose tier leaves out some of the
-// plan's limits costs no allocation per request, and the store sees the
-// same slice every time (its own validation cache then holds). An answer is
-// cached the second time in a row it is computed in its slot, so a
-// resolver building fresh slices per request costs no more than before.
+// routeLimitsCache remembers applicable's answer and its RateLimit-Policy
+// value per caller limit slice (by identity: the snapshot's slices are
+// immutable) and route, in a direct-mapped table, so that a route whose tier
+// leaves out some of the plan's limits costs no allocation per request, the
+// store sees the same slice every time (its own validation cache then
+// holds), and the policy header is formatted once. An answer is cached the
+// second time in a row it is computed in its slot, so a resolver building
+// fresh slices per request costs no more than before.
 type routeLimitsCache struct {
 	slots [routeLimitsSlots]routeLimitsSlot
 }
@@ -355,27 +356,27 @@ type routeLimits struct {
 	n      int
 	route  string
 	limits []Limit
+	policy string
 }
 
-func (c *routeLimitsCache) applicable(limits []Limit, route string) []Limit {
+// applicable returns the limits of a caller that apply to route and, when
+// it has it cached, their RateLimit-Policy value (else "").
+func (c *routeLimitsCache) applicable(limits []Limit, route string) ([]Limit, string) {
 	if len(limits) == 0 {
-		return nil
+		return nil, ""
 	}
 	first := &limits[0]
 	slot := &c.slots[routeSlot(first, route)]
 	if e := slot.entry.Load(); e != nil && e.first == first && e.n == len(limits) && e.route == route {
-		return e.limits
+		return e.limits, e.policy
 	}
 	out := applicable(limits, route)
-	if len(out) == len(limits) {
-		return out // nothing allocated, nothing to remember
-	}
 	if slot.seen.Load() != first {
 		slot.seen.Store(first)
-		return out
+		return out, ""
 	}
-	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out})
-	return out
+	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, policy: string(appendPolicy(nil, out))})
+	return out, ""
 }
 
 // routeSlot mixes the slice's address with the route's: r.Pattern is the

@@ -66,7 +66,7 @@ func (m *Middleware) StatusHandler() http.Handler {
 			return
 		}
 		at := m.decidedAt(d, before)
-		writeLimitHeaders(w.Header(), d, at, new([limitHeaderCount]string))
+		writeLimitHeaders(w.Header(), d, at, "", new([limitHeaderCount]string))
 		for _, l := range d.Layers {
 			body.Limits = append(body.Limits, LimitStatus{
 				Policy:            l.Limit.Name,
