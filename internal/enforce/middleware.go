@@ -168,6 +168,11 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			return
 		}
 		h := w.Header()
+		if !policyDescribes(limits, d.Layers) {
+			// The store decided other figures (a FailoverStore's local
+			// fallback divides each limit by the instance count).
+			policy = ""
+		}
 		writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
 		st.decision = d
 
@@ -377,6 +382,21 @@ func (c *routeLimitsCache) applicable(limits []Limit, route string) ([]Limit, st
 	}
 	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, policy: string(appendPolicy(nil, out))})
 	return out, ""
+}
+
+// policyDescribes reports whether the RateLimit-Policy value of limits is
+// also that of layers: same names, limits and windows, in order.
+func policyDescribes(limits []Limit, layers []LayerResult) bool {
+	if len(limits) != len(layers) {
+		return false
+	}
+	for i := range limits {
+		a, b := &limits[i], &layers[i].Limit
+		if a.Limit != b.Limit || a.Window != b.Window || a.Name != b.Name {
+			return false
+		}
+	}
+	return true
 }
 
 // routeSlot mixes the slice's address with the route's: r.Pattern is the
