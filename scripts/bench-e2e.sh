@@ -89,8 +89,10 @@ one_run() {
 	wrk -t"$THREADS" -c"$CONNS" -d2s "$url" >/dev/null
 	redis-cli -p "$redis_port" config resetstat >/dev/null
 	wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$url" >"$work/wrk.out"
-	# Script calls per request: proves each decision really went to Redis
-	# (1 for sluice and redis_rate, 0 for bare).
+	# Script calls per request: proves the decisions really went to Redis
+	# (1 for redis_rate, 0 for bare; below 1 for sluice, whose store
+	# coalesces the concurrent decisions of the one subject every request
+	# here shares, about 10 per call).
 	redis-cli -p "$redis_port" info commandstats |
 		awk -F'[:=,]' '/^cmdstat_evalsha:/ { print $3 }' >"$work/calls"
 	kill "$server_pid"
