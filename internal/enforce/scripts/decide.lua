@@ -35,37 +35,35 @@ if ARGV[2] ~= '' then
   now = tonumber(ARGV[2])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
 local n = (#ARGV - 2) / 6
 local K = KEYS[1]
 
 -- One HMGET for every counter state; pos[i] is where limit i's first field
--- lands in the reply (reply[1] is 'e'), logk[i] a sliding log's first key.
--- One limit, the common case, builds no argument table.
-local st, pos, logk = {}, {}, {}
+-- lands in the reply (reply[1] is 'e'), or a sliding log's first key in KEYS.
+-- One limit, the common case, builds no table: its position is 2 either way.
+local st, pos = {}, nil
 if n == 1 then
   local f, code = ARGV[3], ARGV[4]
-  pos[1] = 2
   if code == 'fw' then
     st = redis.call('HMGET', K, 'e', f, f .. '+')
   elseif code == 'swc' then
     st = redis.call('HMGET', K, 'e', f, f .. '+', f .. '-')
-  elseif code == 'swl' then
-    logk[1] = 2
-  else
+  elseif code ~= 'swl' then
     st = redis.call('HMGET', K, 'e', f)
   end
 else
   -- m counts hm's entries: the length operator costs a search per use.
   local hm, m = {'HMGET', K, 'e'}, 3
   local logs = 0
+  pos = {}
   for i = 1, n do
     local a = 6 * i - 4
     local code, f = ARGV[a + 2], ARGV[a + 1]
     if code == 'swl' then
       logs = logs + 1
-      logk[i] = 2 * logs
+      pos[i] = 2 * logs
     else
       pos[i] = m - 1
       m = m + 1
@@ -83,14 +81,6 @@ else
   if m > 3 then st = redis.call(unpack(hm)) end
 end
 
--- Lua's default number format keeps 14 digits; microsecond times need 16.
-local function num(x)
-  return string.format('%.17g', x)
-end
-
-local function cost_of(member)
-  return tonumber(string.match(member, '^%d+:(%d+):'))
-end
 
 -- layer decides limit i from the state read above. It returns allowed,
 -- remaining, reset, retry, wait, then, for the write when commit is true and
@@ -98,14 +88,15 @@ end
 local function layer(i, commit)
   local a = 6 * i - 4
   local code = ARGV[a + 2]
-  local L, W, c = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 6])
+  -- arithmetic converts the numeric arguments more cheaply than tonumber
+  local L, W, c = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 6] + 0
   local now = now
   if code == 'tb' or code == 'lb' or code == 'lq' then
-    local tat = tonumber(st[pos[i]])
+    local tat = tonumber(st[(pos and pos[i] or 2)])
     local t = W / L
     local base = now
     if tat and tat > now then base = tat end
-    local tol = tonumber(ARGV[a + 5]) * t
+    local tol = ARGV[a + 5] * t
     if code == 'tb' then
       local newTat = base + c * t
       local ok = newTat - now <= tol
@@ -113,7 +104,7 @@ local function layer(i, commit)
       if ok and commit then used = newTat - now end
       local retry = 0
       if not ok then retry = math.ceil(newTat - now - tol) end
-      return ok, math.max(0, math.floor((tol - used) / t)), math.ceil(used), retry, 0, newTat, nil, nil, math.ceil(newTat)
+      return ok, math.max(0, math.floor((tol - used) / t)), math.ceil(used), retry, 0, newTat, nil, nil, newTat
     end
     local wait = base - now
     local ok = wait <= tol
@@ -124,9 +115,9 @@ local function layer(i, commit)
     end
     local retry = 0
     if not ok then retry = math.ceil(wait - tol) end
-    return ok, math.max(0, math.floor((tol - depth) / t) + 1), math.ceil(depth), retry, delay, newTat, nil, nil, math.ceil(newTat)
+    return ok, math.max(0, math.floor((tol - depth) / t) + 1), math.ceil(depth), retry, delay, newTat, nil, nil, newTat
   elseif code == 'fw' then
-    local p = pos[i]
+    local p = (pos and pos[i] or 2)
     local sidx = tonumber(st[p])
     local idx = math.floor(now / W)
     -- a clock that stepped back across a boundary counts in the stored
@@ -141,7 +132,7 @@ local function layer(i, commit)
     if not ok then retry = reset end
     return ok, math.max(0, L - count), reset, retry, 0, idx, count, nil, (idx + 1) * W
   elseif code == 'swc' then
-    local p = pos[i]
+    local p = (pos and pos[i] or 2)
     local sidx = tonumber(st[p])
     local idx = math.floor(now / W)
     if sidx == idx + 1 then idx = sidx; now = sidx * W end
@@ -179,8 +170,16 @@ local function layer(i, commit)
   end
   -- sliding log: members are 'us:cost:seq'; the metadata hash holds the sum
   -- of the logged costs (n) and the last sequence number (q).
-  local k1 = KEYS[logk[i]]
-  local v = redis.call('HMGET', KEYS[logk[i] + 1], 'n', 'q')
+  -- Lua's default number format keeps 14 digits; microsecond times need 16.
+  local function num(x)
+    return string.format('%.17g', x)
+  end
+  local function cost_of(member)
+    return tonumber(string.match(member, '^%d+:(%d+):'))
+  end
+  local p = (pos and pos[i] or 2)
+  local k1 = KEYS[p]
+  local v = redis.call('HMGET', KEYS[p + 1], 'n', 'q')
   local sum = tonumber(v[1]) or 0
   local old = redis.call('ZRANGEBYSCORE', k1, '-inf', now - W)
   for j = 1, #old do
@@ -218,7 +217,8 @@ end
 local function write_log(i, sum, seq, stale)
   local a = 6 * i - 4
   local W = tonumber(ARGV[a + 4])
-  local k1, k2 = KEYS[logk[i]], KEYS[logk[i] + 1]
+  local p = (pos and pos[i] or 2)
+  local k1, k2 = KEYS[p], KEYS[p + 1]
   if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
   redis.call('ZADD', k1, now, string.format('%d:%d:%d', now, tonumber(ARGV[a + 6]), seq))
   redis.call('HSET', k2, 'n', sum, 'q', seq)
@@ -231,43 +231,43 @@ end
 -- only when an expiry passes the one it was last set to (field 'e').
 local e = tonumber(st[1]) or 0
 
--- put_state writes every counter state of st (updated in place) with one
--- HSET, moving the hash's TTL when need passes e.
-local function put_state(need, ttl)
-  local hs, m = {'HSET', K}, 2
-  for i = 1, n do
-    local a = 6 * i - 4
-    local code = ARGV[a + 2]
-    if code ~= 'swl' then
-      local f, p = ARGV[a + 1], pos[i]
-      hs[m + 1] = f
-      hs[m + 2] = st[p]
-      m = m + 2
-      if code == 'fw' then
-        hs[m + 1] = f .. '+'
-        hs[m + 2] = st[p + 1]
+if k > 1 then
+  -- put_state writes every counter state of st (updated in place) with one
+  -- HSET, moving the hash's TTL when need passes e.
+  local function put_state(need, ttl)
+    local hs, m = {'HSET', K}, 2
+    for i = 1, n do
+      local a = 6 * i - 4
+      local code = ARGV[a + 2]
+      if code ~= 'swl' then
+        local f, p = ARGV[a + 1], (pos and pos[i] or 2)
+        hs[m + 1] = f
+        hs[m + 2] = st[p]
         m = m + 2
-      elseif code == 'swc' then
-        hs[m + 1] = f .. '+'
-        hs[m + 2] = st[p + 1]
-        hs[m + 3] = f .. '-'
-        hs[m + 4] = st[p + 2]
-        m = m + 4
+        if code == 'fw' then
+          hs[m + 1] = f .. '+'
+          hs[m + 2] = st[p + 1]
+          m = m + 2
+        elseif code == 'swc' then
+          hs[m + 1] = f .. '+'
+          hs[m + 2] = st[p + 1]
+          hs[m + 3] = f .. '-'
+          hs[m + 4] = st[p + 2]
+          m = m + 4
+        end
       end
     end
+    if need > e then
+      ttl = math.ceil(ttl)
+      hs[m + 1] = 'e'
+      hs[m + 2] = ttl
+      redis.call(unpack(hs))
+      redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
+    else
+      redis.call(unpack(hs))
+    end
   end
-  if need > e then
-    ttl = math.ceil(ttl)
-    hs[m + 1] = 'e'
-    hs[m + 2] = ttl
-    redis.call(unpack(hs))
-    redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
-  else
-    redis.call(unpack(hs))
-  end
-end
 
-if k > 1 then
   -- Coalesced requests: the state read once above is updated in st after
   -- each admission, so request j sees requests 1..j-1, and written once.
   local out, o = {}, 0
@@ -289,7 +289,7 @@ if k > 1 then
         if code == 'swl' then
           write_log(i, R[b + 6], R[b + 7], R[b + 8])
         else
-          local p = pos[i]
+          local p = (pos and pos[i] or 2)
           st[p] = R[b + 6]
           if code == 'fw' then
             st[p + 1] = R[b + 7]
@@ -339,7 +339,7 @@ if n == 1 then
     else
       if code == 'lq' then delay = wait end
       local ttl = nil
-      if exp > e then ttl = math.ceil(exp + tonumber(ARGV[6])) end
+      if exp > e then ttl = math.ceil(exp + ARGV[6]) end
       if code == 'fw' then
         if ttl then
           redis.call('HSET', K, f, x, f .. '+', y, 'e', ttl)
