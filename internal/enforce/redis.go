@@ -67,7 +67,10 @@ type RedisOptions struct {
 // call of one Lua script (scripts/decide.lua) covering all of the request's
 // limits atomically, with time read from Redis. Concurrent decisions are
 // batched into pipelines: a decision that finds a pipeline worker idle is
-// sent at once, decisions arriving meanwhile share the next pipeline.
+// sent at once, decisions arriving meanwhile share the next pipeline, and
+// identical Allow calls of one subject in a pipeline share one script call
+// that decides them one after the other. Usage is tallied in memory and
+// written every RedisOptions.UsageFlush.
 //
 // Keys: every limit but the sliding log keeps its state in fields of one
 // hash per subject, <prefix>{<subject>}, so a decision reads all of them
