@@ -290,17 +290,18 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool) (Dec
 		return Decision{}, err
 	}
 	reply := call.reply
-	if len(reply) != 2+4*len(req.Limits) {
+	if len(reply) != 3+4*len(req.Limits) {
 		s.putCall(call)
 		return Decision{}, fmt.Errorf("rate-limit script: reply of %d values for %d limits", len(reply), len(req.Limits))
 	}
 	d := Decision{
 		Allowed: reply[0] == 1,
 		Delay:   micros(reply[1]),
+		At:      time.UnixMicro(reply[2]),
 		Layers:  make([]LayerResult, len(req.Limits)),
 	}
 	for i, l := range req.Limits {
-		r := reply[2+4*i:]
+		r := reply[3+4*i:]
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
 	}
 	if consume && s.usage {

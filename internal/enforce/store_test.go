@@ -319,6 +319,11 @@ func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limit
 			t.Fatalf("step %d at %s: Allowed=%v Delay=%s layers=%d, want Allowed=%v Delay=%s layers=%d",
 				i, st.at, d.Allowed, d.Delay, len(d.Layers), st.allowed, st.delay, len(st.layers))
 		}
+		// both stores report the clock they decided by, so reset times
+		// computed from At are the store's, not the caller's
+		if want := epoch.Add(st.at); !d.At.Equal(want) {
+			t.Errorf("step %d: At=%s, want %s", i, d.At.UTC(), want.UTC())
+		}
 		for j, w := range st.layers {
 			got := d.Layers[j]
 			want := LayerResult{Limit: ls[j], Allowed: w.allowed, Remaining: w.remaining, ResetAfter: w.reset, RetryAfter: w.retry}

@@ -15,8 +15,10 @@
 -- Fields: a bucket's virtual finish time (tat) is field F; a fixed window's
 -- index F and count F..'+'; a sliding counter's index F, current count F..'+'
 -- and previous count F..'-'.
--- Returns {allowed, delay us, then per limit: allowed, remaining, reset us,
--- retry us}, k times over when coalesced. Nothing is written unless every limit admits (all or nothing);
+-- Returns {allowed, delay us, now us, then per limit: allowed, remaining,
+-- reset us, retry us}, k times over when coalesced. now is the decision's
+-- time, so the middleware's X-RateLimit-Reset is exact whatever the
+-- instance's clock says. Nothing is written unless every limit admits (all or nothing);
 -- every key written gets a TTL here. Usage is counted by the caller (see
 -- stats.go), not here: it cost as much as the state write.
 --
@@ -315,7 +317,8 @@ if k > 1 then
     end
     out[o + 1] = allowed and 1 or 0
     out[o + 2] = delay
-    o = o + 2
+    out[o + 3] = now
+    o = o + 3
     for i = 1, n do
       local b = 9 * i - 9
       out[o + 1] = R[b + 1] and 1 or 0
@@ -360,7 +363,7 @@ if n == 1 then
       if ttl then redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000))) end
     end
   end
-  return {ok and 1 or 0, delay, ok and 1 or 0, rem, reset, retry}
+  return {ok and 1 or 0, delay, now, ok and 1 or 0, rem, reset, retry}
 end
 
 -- Several limits: every layer's nine results in one flat table R (a table
@@ -431,9 +434,9 @@ elseif consume then
   end
 end
 
-local out = {allowed and 1 or 0, delay}
+local out = {allowed and 1 or 0, delay, now}
 for i = 1, n do
-  local b, o = 9 * i - 9, 4 * i - 2
+  local b, o = 9 * i - 9, 4 * i - 1
   out[o + 1] = R[b + 1] and 1 or 0
   out[o + 2] = R[b + 2]
   out[o + 3] = R[b + 3]
