@@ -97,6 +97,8 @@ type RedisStore struct {
 	negative *negativeCache
 
 	calls      sync.Pool
+	argsMu     sync.RWMutex
+	args       map[Limit]*limitArgs // see limitArgs
 	tally      usageTally
 	usageFlush time.Duration
 	queue      chan *redisCall
@@ -167,6 +169,7 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 		maxBatch: opts.MaxBatch,
 		metrics:  m,
 		stop:     make(chan struct{}),
+		args:     make(map[Limit]*limitArgs),
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice:"
@@ -406,35 +409,70 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	tag := s.prefix + "{" + req.Subject + "}"
 	keys = append(keys, tag)
 	for i := range req.Limits {
-		l := &req.Limits[i]
-		p, err := paramsOf(l)
+		la, err := s.limitArgs(&req.Limits[i])
 		if err != nil {
 			s.putCall(call)
 			return nil, err
 		}
-		// The figures that give the state its meaning are part of its name,
-		// so a plan edit starts a fresh state and the old one expires.
-		var buf [80]byte
-		b := append(buf[:0], l.Name...)
-		b = append(b, ':')
-		b = append(b, p.kind.code()...)
-		b = append(b, ':')
-		b = strconv.AppendInt(b, p.window, 10)
-		b = append(b, ':')
-		b = strconv.AppendInt(b, p.limit, 10)
-		if p.kind == kindTokenBucket || p.kind == kindLeakyBucket {
-			b = append(b, ':')
-			b = strconv.AppendInt(b, p.burst, 10)
-		}
-		field := string(b)
-		if p.kind == kindSlidingLog {
-			k := tag + ":" + field
+		if la.kind == kindSlidingLog {
+			k := tag + ":" + la.field
 			keys = append(keys, k, k+":m")
 		}
-		args = append(args, field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost)
+		args = append(args, la.args[:]...)
 	}
 	call.keys, call.args = keys, args
 	return call, nil
+}
+
+// limitArgs is one limit's script arguments, built once per distinct limit:
+// its field name and boxed figures would otherwise cost five allocations per
+// layer per decision.
+type limitArgs struct {
+	kind  algKind
+	field string
+	args  [6]any
+}
+
+// maxCachedLimits bounds the store's cache of limitArgs; past it (a plan
+// edited that many times without a restart) a limit's arguments are built
+// per decision, as before the cache.
+const maxCachedLimits = 4096
+
+// limitArgs returns l's script arguments from the cache, building and
+// caching them on a miss.
+func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
+	s.argsMu.RLock()
+	la := s.args[*l]
+	s.argsMu.RUnlock()
+	if la != nil {
+		return la, nil
+	}
+	p, err := paramsOf(l)
+	if err != nil {
+		return nil, err
+	}
+	// The figures that give the state its meaning are part of its name,
+	// so a plan edit starts a fresh state and the old one expires.
+	var buf [80]byte
+	b := append(buf[:0], l.Name...)
+	b = append(b, ':')
+	b = append(b, p.kind.code()...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, p.window, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, p.limit, 10)
+	if p.kind == kindTokenBucket || p.kind == kindLeakyBucket {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, p.burst, 10)
+	}
+	field := string(b)
+	la = &limitArgs{kind: p.kind, field: field, args: [6]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost}}
+	s.argsMu.Lock()
+	if len(s.args) < maxCachedLimits {
+		s.args[*l] = la
+	}
+	s.argsMu.Unlock()
+	return la, nil
 }
 
 // codeArg is kind's script code as an argument, boxed without allocating;
