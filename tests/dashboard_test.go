@@ -37,7 +37,7 @@ func TestDashboardPlanWithTiers(t *testing.T) {
 	}
 	// A marker that survives only as long as the page is not reloaded: the
 	// inline edits below must keep it.
-	do(t, ctx, "mark page", chromedp.Evaluate[chromedp.Void](`window.sluiceMarker = "still here"`))
+	do(t, ctx, "mark page", htmxReady(), chromedp.Evaluate[chromedp.Void](`window.sluiceMarker = "still here"`))
 
 	addTier := func(name, route, algorithm, limit, window, burst string) {
 		t.Helper()
@@ -149,6 +149,7 @@ func TestDashboardLiveView(t *testing.T) {
 	do(t, ctx, "open live view",
 		chromedp.Navigate(p.URL+"/admin/live?keys="+strconv.FormatInt(k.ID, 10)),
 		chromedp.WaitVisible(tid("live-used")),
+		htmxReady(),
 		chromedp.Evaluate[chromedp.Void](`window.sluiceMarker = "still here"`),
 	)
 	before, _ := strconv.Atoi(textOf(t, ctx, "live-used"))

@@ -90,7 +90,7 @@ func TestPortalNewDeveloper(t *testing.T) {
 	if got := textOf(t, ctx, "usage-used"); got != "0" {
 		t.Errorf("a fresh key shows %q used", got)
 	}
-	do(t, ctx, "mark page", chromedp.Evaluate[chromedp.Void](`window.sluiceMarker = "still here"`))
+	do(t, ctx, "mark page", htmxReady(), chromedp.Evaluate[chromedp.Void](`window.sluiceMarker = "still here"`))
 
 	// The snapshot learns the new key from NOTIFY; until then the API
 	// answers 401.

@@ -61,6 +61,10 @@ type Config struct {
 	// plans and keys (staging and production, parallel tests) keep apart.
 	// Every instance of one portal must use the same prefix.
 	RedisPrefix string
+	// RedisTimeout bounds one rate-limit decision's wait for Redis
+	// (PORTAL_REDIS_TIMEOUT); past it the failure mode decides, and repeated
+	// timeouts open the circuit breaker.
+	RedisTimeout time.Duration
 	// LastUsedInterval is how often keys' last use is written to Postgres in
 	// one batch (PORTAL_LAST_USED_INTERVAL); the dashboard's usage overview
 	// lists a newly used key at most this late.
@@ -191,6 +195,15 @@ func settings(getenv func(string) string) []setting {
 				case strings.ContainsAny(v, "{} \t\r\n"):
 					return errors.New("contains a brace or a space")
 				}
+				return nil
+			}},
+		{env: "PORTAL_REDIS_TIMEOUT", flag: "redis-timeout", def: "100ms", accepts: "a duration from 1ms to 10s, e.g. 100ms",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < time.Millisecond || d > 10*time.Second {
+					return errors.New("out of range")
+				}
+				c.RedisTimeout = d
 				return nil
 			}},
 		{env: "PORTAL_LAST_USED_INTERVAL", flag: "last-used-interval", def: "1m", accepts: "a duration from 1s to 1h, e.g. 1m",

@@ -22,7 +22,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	want := Config{
 		Addr: ":8080", DataDir: cfg.DataDir, AdminEmail: "admin@localhost", RedisFailureMode: "open",
-		Instances: 1, RedisPrefix: "sluice:", LastUsedInterval: time.Minute, LogLevel: "info", Migrate: true, Demo: true,
+		Instances: 1, RedisPrefix: "sluice:", RedisTimeout: 100 * time.Millisecond, LastUsedInterval: time.Minute, LogLevel: "info", Migrate: true, Demo: true,
 		ShutdownTimeout: 15 * time.Second,
 	}
 	if !equalConfig(cfg, want) || len(rest) != 0 {
@@ -38,7 +38,7 @@ func equalConfig(a, b Config) bool {
 		a.AdminEmail == b.AdminEmail && a.AdminPassword == b.AdminPassword && a.AdminToken == b.AdminToken &&
 		string(a.SessionSecret) == string(b.SessionSecret) && slices.Equal(a.TrustedProxies, b.TrustedProxies) &&
 		a.RedisFailureMode == b.RedisFailureMode && a.Instances == b.Instances && a.RedisPrefix == b.RedisPrefix &&
-		a.LastUsedInterval == b.LastUsedInterval && a.LogJSON == b.LogJSON &&
+		a.RedisTimeout == b.RedisTimeout && a.LastUsedInterval == b.LastUsedInterval && a.LogJSON == b.LogJSON &&
 		a.LogLevel == b.LogLevel && a.Migrate == b.Migrate && a.Demo == b.Demo && a.ShutdownTimeout == b.ShutdownTimeout
 }
 
@@ -57,6 +57,7 @@ func TestLoadConfigValues(t *testing.T) {
 		"PORTAL_INSTANCES":          "4",
 		"PORTAL_REDIS_PREFIX":       "sluice:staging:",
 		"PORTAL_LAST_USED_INTERVAL": "5s",
+		"PORTAL_REDIS_TIMEOUT":      "250ms",
 		"PORTAL_LOG_FORMAT":         "json",
 		"PORTAL_LOG_LEVEL":          "debug",
 		"PORTAL_MIGRATE":            "false",
@@ -69,7 +70,7 @@ func TestLoadConfigValues(t *testing.T) {
 		AdminToken: strings.Repeat("t", 32), SessionSecret: []byte(strings.Repeat("s", 32)),
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.1/32"),
 			netip.MustParsePrefix("172.16.0.1/32"), netip.MustParsePrefix("2001:db8::/32")},
-		RedisFailureMode: "local", Instances: 4, RedisPrefix: "sluice:staging:", LastUsedInterval: 5 * time.Second, LogJSON: true, LogLevel: "debug", Migrate: false, Demo: false,
+		RedisFailureMode: "local", Instances: 4, RedisPrefix: "sluice:staging:", RedisTimeout: 250 * time.Millisecond, LastUsedInterval: 5 * time.Second, LogJSON: true, LogLevel: "debug", Migrate: false, Demo: false,
 		ShutdownTimeout: 30 * time.Second,
 	}
 	cfg, _, err := LoadConfig(nil, envOf(env), io.Discard)
@@ -132,6 +133,8 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"PORTAL_REDIS_PREFIX", "app:{x}:", "invalid PORTAL_REDIS_PREFIX (-redis-prefix) \"app:{x}:\": contains a brace or a space; want 1 to 64 characters"},
 		{"PORTAL_REDIS_PREFIX", "my app:", "invalid PORTAL_REDIS_PREFIX (-redis-prefix) \"my app:\": contains a brace or a space"},
 		{"PORTAL_REDIS_PREFIX", strings.Repeat("p", 65), "invalid PORTAL_REDIS_PREFIX (-redis-prefix) \"" + strings.Repeat("p", 65) + "\": length out of range"},
+		{"PORTAL_REDIS_TIMEOUT", "0", "invalid PORTAL_REDIS_TIMEOUT (-redis-timeout) \"0\": out of range; want a duration from 1ms to 10s"},
+		{"PORTAL_REDIS_TIMEOUT", "1m", "invalid PORTAL_REDIS_TIMEOUT (-redis-timeout) \"1m\": out of range"},
 		{"PORTAL_LAST_USED_INTERVAL", "10ms", "invalid PORTAL_LAST_USED_INTERVAL (-last-used-interval) \"10ms\": out of range; want a duration from 1s to 1h"},
 		{"PORTAL_LAST_USED_INTERVAL", "2h", "invalid PORTAL_LAST_USED_INTERVAL (-last-used-interval) \"2h\": out of range"},
 		{"PORTAL_LOG_FORMAT", "xml", "invalid PORTAL_LOG_FORMAT (-log-format) \"xml\": unknown format; want text or json"},

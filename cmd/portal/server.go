@@ -69,12 +69,16 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		closers  []func()
 	)
 	if d.redis != nil {
-		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{Prefix: d.cfg.RedisPrefix, Registerer: metrics})
+		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{
+			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics,
+		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script: %w", err)
 		}
 		closers = append(closers, func() { _ = rs.Close() })
-		fo := enforce.FailoverOptions{Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics}
+		fo := enforce.FailoverOptions{
+			Timeout: d.cfg.RedisTimeout, Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics,
+		}
 		if d.cfg.RedisFailureMode == enforce.FailLocal {
 			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
 		}
