@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,8 +99,8 @@ type RedisStore struct {
 	negative *negativeCache
 
 	calls      sync.Pool
-	argsMu     sync.RWMutex
-	args       map[Limit]*limitArgs // see limitArgs
+	argsMu     sync.Mutex                           // serialises writers of args
+	args       atomic.Pointer[map[Limit]*limitArgs] // copied on write: reads take no lock
 	tally      usageTally
 	usageFlush time.Duration
 	queue      chan *redisCall
@@ -169,7 +171,6 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 		maxBatch: opts.MaxBatch,
 		metrics:  m,
 		stop:     make(chan struct{}),
-		args:     make(map[Limit]*limitArgs),
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice:"
@@ -441,10 +442,11 @@ const maxCachedLimits = 4096
 // limitArgs returns l's script arguments from the cache, building and
 // caching them on a miss.
 func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
-	s.argsMu.RLock()
-	la := s.args[*l]
-	s.argsMu.RUnlock()
-	if la != nil {
+	var cached map[Limit]*limitArgs
+	if m := s.args.Load(); m != nil {
+		cached = *m
+	}
+	if la := cached[*l]; la != nil {
 		return la, nil
 	}
 	p, err := paramsOf(l)
@@ -466,10 +468,19 @@ func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
 		b = strconv.AppendInt(b, p.burst, 10)
 	}
 	field := string(b)
-	la = &limitArgs{kind: p.kind, field: field, args: [6]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost}}
+	la := &limitArgs{kind: p.kind, field: field, args: [6]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost}}
+	// A miss copies the map: limits change with plans, rarely, while every
+	// decision reads them.
 	s.argsMu.Lock()
-	if len(s.args) < maxCachedLimits {
-		s.args[*l] = la
+	var old map[Limit]*limitArgs
+	if m := s.args.Load(); m != nil {
+		old = *m
+	}
+	if _, ok := old[*l]; !ok && len(old) < maxCachedLimits {
+		next := make(map[Limit]*limitArgs, len(old)+1)
+		maps.Copy(next, old)
+		next[*l] = la
+		s.args.Store(&next)
 	}
 	s.argsMu.Unlock()
 	return la, nil
