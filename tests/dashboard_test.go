@@ -42,6 +42,7 @@ func TestDashboardPlanWithTiers(t *testing.T) {
 	addTier := func(name, route, algorithm, limit, window, burst string) {
 		t.Helper()
 		do(t, ctx, "add tier "+name,
+			htmxBound(`#tier-add`),
 			chromedp.SetValue(chromedp.CSS(`#tier-add [name="name"]`), name),
 			chromedp.SetValue(chromedp.CSS(`#tier-add [name="route"]`), route),
 			chromedp.SetValue(chromedp.CSS(`#tier-add [name="algorithm"]`), algorithm),
@@ -64,8 +65,10 @@ func TestDashboardPlanWithTiers(t *testing.T) {
 	screenshot(t, ctx, "field-error")
 
 	do(t, ctx, "edit tier inline",
+		htmxBound(`[data-tier="search"] [data-testid="tier-edit"]`),
 		chromedp.Click(chromedp.CSS(`[data-tier="search"] [data-testid="tier-edit"]`)),
 		chromedp.WaitVisible(tid("tier-edit-row")),
+		htmxBound(`[data-testid="tier-edit-row"] form`),
 		chromedp.SetValue(chromedp.CSS(`[data-testid="tier-edit-row"] [name="limit"]`), "250"),
 		chromedp.Click(tid("tier-save")),
 		chromedp.WaitNotPresent(tid("tier-edit-row")),

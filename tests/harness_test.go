@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -373,6 +374,15 @@ func tid(id string) chromedp.CSS {
 // on a loaded CI machine the deferred script can run after the first click.
 func htmxReady() chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](`document.readyState === "complete" && typeof htmx !== "undefined"`)
+}
+
+// htmxBound waits until htmx has processed the element sel matches (its
+// internal data carries an initHash once its hx- attributes are bound).
+// Content htmx swaps in is processed a moment after it is visible; a click
+// in that moment follows the plain href or submits the plain form.
+func htmxBound(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`(() => { const e = document.querySelector(` + strconv.Quote(sel) +
+		`); const d = e && e["htmx-internal-data"]; return !!(d && d.initHash); })()`)
 }
 
 // do runs actions and fails the test, with a screenshot, on error.
