@@ -518,6 +518,21 @@ func (s *RedisStore) usageKey(subject string, bucket int64) string {
 // sockets.
 func (s *RedisStore) do(ctx context.Context, call *redisCall) error {
 	timer := call.timer
+	select {
+	case <-s.stop:
+		s.putCall(call)
+		return errStoreClosed
+	default:
+	}
+	// The common case, room in the queue, takes a one-channel send instead
+	// of a select locking four channels; the timer is armed right after, so
+	// the bound is the same.
+	select {
+	case s.queue <- call:
+		timer.Reset(s.timeout)
+		return s.wait(ctx, call)
+	default:
+	}
 	timer.Reset(s.timeout)
 	select {
 	case s.queue <- call:
@@ -531,6 +546,12 @@ func (s *RedisStore) do(ctx context.Context, call *redisCall) error {
 		s.putCall(call)
 		return errStoreClosed
 	}
+	return s.wait(ctx, call)
+}
+
+// wait waits for the reply to call, queued and timed by do.
+func (s *RedisStore) wait(ctx context.Context, call *redisCall) error {
+	timer := call.timer
 	select {
 	case <-call.done:
 		if call.err != nil {
