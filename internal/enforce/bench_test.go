@@ -80,7 +80,7 @@ package enforce
 // three), under load averages of 1.2 - 7.6 from other work on the machine:
 // before, sluice 46 % (25.3k against 55.1k; runs 22.3k - 31.9k), redis_rate
 // 40 %; after, sluice 45 % (17.4k against 39.0k; runs 15.9k - 29.5k, 68
-// non-2xx answers of 100 ms store timeouts while the load was 7.6),
+// non-2xx answers while the load was 7.6; the script keeps no server log),
 // redis_rate 49 %, memory 124 % (spread 66 %). Old and new benchservers
 // interleaved (3 x 6 s each, load 4.6): 33.1k - 33.6k against 31.1k - 33.9k,
 // no difference beyond noise. A CPU profile of the sluice server puts the
@@ -90,8 +90,8 @@ package enforce
 // 4.5 - 8.8): sluice 55 % (25.6k against 46.2k; runs 17.1k - 25.8k, 23
 // non-2xx in one run), redis_rate 34 %; bare fell 52.7k -> 35.7k over the
 // runs as the load rose, so the ratio flatters. Those non-2xx answers, seen
-// only under load spikes, did not recur in five separate 10 s runs with the
-// server's log kept (no failed decision logged). The 60 % target is not
+// only under load spikes, did not recur in four separate 8 - 10 s runs of
+// the final code with the server's log kept (no failed decision logged). The 60 % target is not
 // shown to be met.
 //
 // Round trips: TestRedisStoreOneScriptCallPerDecision asserts on a private
