@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
-	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/views"
 )
 
@@ -215,18 +214,7 @@ func (lv *liveView) figures(ctx context.Context, id int64) (views.LiveKey, error
 	return out, nil
 }
 
-// keyLimits is what the engine enforces for a key: its plan's limits with
-// its overrides applied by the snapshot's own rule.
+// keyLimits is what the engine enforces for a key.
 func (s *Server) keyLimits(ctx context.Context, k apikeys.Key) ([]enforce.Limit, error) {
-	var base []enforce.Limit
-	if k.PlanSlug != "" {
-		p, err := s.deps.Plans.GetBySlug(ctx, k.PlanSlug)
-		switch {
-		case err == nil:
-			base = p.EnforceLimits()
-		case !errors.Is(err, plans.ErrNotFound):
-			return nil, err
-		}
-	}
-	return plans.ApplyOverrides(k.PlanSlug, base, k.Overrides), nil
+	return s.deps.Plans.KeyLimits(ctx, k.PlanSlug, k.Overrides)
 }

@@ -555,3 +555,22 @@ func mapWriteError(err error) error {
 	}
 	return err
 }
+
+// KeyLimits returns what the engine enforces for a key resolved to the plan
+// planSlug ("" when no plan applies) with the key's overrides: the plan's
+// limits with ApplyOverrides, the snapshot's rule. It reads Postgres, so
+// views see a change at once and can show keys the snapshot no longer
+// holds (revoked ones); a plan deleted meanwhile leaves the overrides alone.
+func (s *Service) KeyLimits(ctx context.Context, planSlug string, overrides []LimitInput) ([]enforce.Limit, error) {
+	var base []enforce.Limit
+	if planSlug != "" {
+		p, err := s.GetBySlug(ctx, planSlug)
+		switch {
+		case err == nil:
+			base = p.EnforceLimits()
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
+	return ApplyOverrides(planSlug, base, overrides), nil
+}

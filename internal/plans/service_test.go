@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -511,4 +512,37 @@ func TestApplyOverrides(t *testing.T) {
 			t.Fatal("ApplyOverrides modified the base")
 		}
 	})
+}
+
+// KeyLimits is the snapshot's rule read from Postgres: the named plan's
+// limits with the overrides applied; no plan (or one deleted meanwhile)
+// leaves the overrides alone, as the snapshot enforces them.
+func TestKeyLimits(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	p := mustCreate(t, s, validPlan())
+	override := plans.LimitInput{Name: "extra", Route: "GET /api/search", Algorithm: "fixed_window", Limit: 5, WindowSeconds: 1}
+	tests := []struct {
+		name      string
+		slug      string
+		overrides []plans.LimitInput
+		want      []enforce.Limit
+	}{
+		{"PlanLimits", p.Slug, nil, p.EnforceLimits()},
+		{"PlanLimitsWithOverride", p.Slug, []plans.LimitInput{override},
+			append(slices.Clone(p.EnforceLimits()), override.Enforce(p.Slug))},
+		{"NoPlanKeepsOverrides", "", []plans.LimitInput{override}, []enforce.Limit{override.Enforce("")}},
+		{"DeletedPlanKeepsOverrides", "gone", []plans.LimitInput{override}, []enforce.Limit{override.Enforce("gone")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.KeyLimits(ctx, tt.slug, tt.overrides)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("KeyLimits(%q) = %+v, want %+v", tt.slug, got, tt.want)
+			}
+		})
+	}
 }

@@ -1,14 +1,12 @@
 package adminapi
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
-	"github.com/sluicehq/sluice/internal/plans"
 )
 
 // layerUsage is one limit's live state for a key.
@@ -99,20 +97,8 @@ func keySubject(id int64) string { return "key:" + strconv.FormatInt(id, 10) }
 
 // keyLimits are the engine limits that apply to k: the plan k.PlanSlug
 // names (the key's own, else its owner's, else the default) with the key's
-// overrides applied by plans.ApplyOverrides, the rule the snapshot enforces.
-// It reads Postgres rather than the snapshot, so it reflects a change at once
-// and still answers for revoked keys, which the snapshot drops.
+// overrides, by the snapshot's rule, read from Postgres so a change shows at
+// once and revoked keys, which the snapshot drops, still answer.
 func (a *api) keyLimits(r *http.Request, k apikeys.Key) ([]enforce.Limit, error) {
-	if k.PlanSlug == "" {
-		return nil, nil
-	}
-	p, err := a.plans.GetBySlug(r.Context(), k.PlanSlug)
-	if errors.Is(err, plans.ErrNotFound) {
-		// Deleted between the two reads; the key has no limits right now.
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return plans.ApplyOverrides(p.Slug, p.EnforceLimits(), k.Overrides), nil
+	return a.plans.KeyLimits(r.Context(), k.PlanSlug, k.Overrides)
 }
