@@ -454,6 +454,7 @@ func redisBenchmarkArgs(b *testing.B, client *redis.Client, prefix string, n int
 	args := []string{"-h", host, "-p", port, "-n", strconv.Itoa(n), "-c", strconv.Itoa(callers), "-P", "16", "-q",
 		"EVALSHA", store.ScriptSHA(), strconv.Itoa(len(call.keys))}
 	args = append(args, call.keys...)
+	args = append(args, call.now)
 	for _, a := range call.args {
 		args = append(args, fmt.Sprint(a))
 	}

@@ -54,6 +54,10 @@ type RedisOptions struct {
 	// Registerer, when set, receives decision counters, pipeline latency
 	// and pipeline size histograms.
 	Registerer prometheus.Registerer
+	// oneRequestPerScript, for tests, sends each request (or coalesced
+	// group) in a script call of its own, as the store does for a Redis
+	// Cluster or Ring client.
+	oneRequestPerScript bool
 	// NegativeCacheSize, when positive, remembers up to that many rejected
 	// (subject, route) decisions whose rejecting layers are all in
 	// ModeReject, and rejects the same request with the same limits locally
@@ -65,14 +69,18 @@ type RedisOptions struct {
 	NegativeCacheSize int
 }
 
-// RedisStore is the Store shared by every instance: each decision is one
-// call of one Lua script (scripts/decide.lua) covering all of the request's
-// limits atomically, with time read from Redis. Concurrent decisions are
-// batched into pipelines: a decision that finds a pipeline worker idle is
-// sent at once, decisions arriving meanwhile share the next pipeline, and
-// identical Allow calls of one subject in a pipeline share one script call
-// that decides them one after the other. Usage is tallied in memory and
-// written every RedisOptions.UsageFlush.
+// RedisStore is the Store shared by every instance: each decision is made by
+// one Lua script (scripts/decide.lua) covering all of the request's limits
+// atomically, with time read from Redis. Concurrent decisions are batched: a
+// decision that finds a pipeline worker idle is sent at once, and decisions
+// arriving meanwhile share the next call of the script, which decides them
+// one after the other, each exactly as a call of its own would; identical
+// Allow calls of one subject in a batch share one state read and write. So
+// Redis runs one command per batch, not one per decision. With a Redis
+// Cluster or Ring client, whose keys live on different nodes, each subject's
+// requests get a script call of their own, and the calls of a batch share a
+// pipeline. Usage is tallied in memory and written every
+// RedisOptions.UsageFlush.
 //
 // Keys: every limit but the sliding log keeps its state in fields of one
 // hash per subject, <prefix>{<subject>}, so a decision reads all of them
@@ -95,8 +103,11 @@ type RedisStore struct {
 	clock    func() time.Time
 	usage    bool
 	maxBatch int
-	metrics  *storeMetrics
-	negative *negativeCache
+	// onePerScript sends each subject's requests in a script call of their
+	// own, for clients whose keys live on several nodes.
+	onePerScript bool
+	metrics      *storeMetrics
+	negative     *negativeCache
 
 	calls      sync.Pool
 	argsMu     sync.Mutex                           // serialises writers of args
@@ -113,14 +124,16 @@ type RedisStore struct {
 // done is buffered so the worker's signal never blocks, and a call whose
 // caller gave up is left to the garbage collector instead of the pool.
 type redisCall struct {
-	keys   []string
-	args   []any
+	keys   []string // the request's keys in the script (see decide.lua)
+	args   []any    // its arguments: mode, limit count, six per limit
+	now    string   // the script's clock argument: "" for Redis TIME
+	limits int
 	bucket int64 // the usage bucket of the decision's clock
 	done   chan struct{}
 	timer  *time.Timer // bounds the caller's wait; stopped while pooled
 	reply  []int64
 	err    error
-	// next and count coalesce identical Allow calls of one pipeline (see
+	// next and count coalesce identical Allow calls of one batch (see
 	// coalesce): the first call carries count, the others hang off next.
 	next  *redisCall
 	count int
@@ -139,7 +152,7 @@ func (s *RedisStore) putCall(c *redisCall) {
 	c.timer.Stop()
 	clear(c.keys)
 	clear(c.args)
-	c.keys, c.args, c.reply, c.err = c.keys[:0], c.args[:0], c.reply[:0], nil
+	c.keys, c.args, c.reply, c.err, c.now = c.keys[:0], c.args[:0], c.reply[:0], nil, ""
 	c.next, c.count = nil, 0
 	s.calls.Put(c)
 }
@@ -171,6 +184,9 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 		maxBatch: opts.MaxBatch,
 		metrics:  m,
 		stop:     make(chan struct{}),
+	}
+	if _, plain := client.(*redis.Client); !plain || opts.oneRequestPerScript {
+		s.onePerScript = true
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice:"
@@ -400,11 +416,11 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	} else {
 		args = append(args, "p")
 	}
+	args = append(args, int64(len(req.Limits)))
+	call.limits = len(req.Limits)
 	clock := s.clock()
 	if s.testNow != nil {
-		args = append(args, strconv.FormatInt(clock.UnixMicro(), 10))
-	} else {
-		args = append(args, "")
+		call.now = strconv.FormatInt(clock.UnixMicro(), 10)
 	}
 	call.bucket = usageBucketStart(clock.Unix())
 	tag := s.prefix + "{" + req.Subject + "}"
@@ -570,12 +586,12 @@ func (s *RedisStore) wait(ctx context.Context, call *redisCall) error {
 	}
 }
 
-// work sends whatever decisions are queued as one pipeline, so an idle store
-// adds no latency and a busy one shares round trips.
+// work sends whatever decisions are queued as one batch, so an idle store
+// adds no latency and a busy one shares round trips and script calls.
 func (s *RedisStore) work() {
 	defer s.wg.Done()
 	batch := make([]*redisCall, 0, s.maxBatch)
-	w := &coalescer{leaders: make([]*redisCall, 0, s.maxBatch), bySubject: make(map[string]*redisCall)}
+	w := newBatcher(s.maxBatch)
 	for {
 		select {
 		case c := <-s.queue:
@@ -597,19 +613,31 @@ func (s *RedisStore) work() {
 	}
 }
 
-// coalescer is a pipeline worker's scratch space for coalesce.
-type coalescer struct {
+// batcher is a pipeline worker's scratch space: coalesce's leaders, and the
+// script calls and their keys and arguments being built.
+type batcher struct {
 	leaders   []*redisCall
 	bySubject map[string]*redisCall
+	scripts   []script
+	keys      []string
+	args      []any
 }
 
-// coalesce turns a batch into the script calls to send: identical Allow
-// calls (same subject, limits and clock argument) share one call that decides
-// them one after the other (the script's k), which costs Redis one state
-// read and write instead of k. A hot subject (one API key, one client IP)
-// is the case this serves; it changes no decision, since k calls queued in
-// one pipeline would run back to back just the same.
-func (w *coalescer) coalesce(batch []*redisCall) []*redisCall {
+func newBatcher(maxBatch int) *batcher {
+	return &batcher{leaders: make([]*redisCall, 0, maxBatch), bySubject: make(map[string]*redisCall)}
+}
+
+// script is one call of the decision script: the requests of
+// leaders[from:to], sharing one clock argument.
+type script struct{ from, to int }
+
+// coalesce turns a batch into the requests to send: identical Allow calls
+// (same subject, limits and clock argument) share one request that the
+// script decides k times over, one after the other (mode k), which costs
+// Redis one state read and write instead of k. A hot subject (one API key,
+// one client IP) is the case this serves; it changes no decision, since k
+// requests in one script call run back to back just the same.
+func (w *batcher) coalesce(batch []*redisCall) []*redisCall {
 	leaders := w.leaders[:0]
 	clear(w.bySubject)
 	for _, c := range batch {
@@ -636,7 +664,7 @@ func (w *coalescer) coalesce(batch []*redisCall) []*redisCall {
 }
 
 func sameCall(a, b *redisCall) bool {
-	if len(a.keys) != len(b.keys) || len(a.args) != len(b.args) {
+	if a.now != b.now || len(a.keys) != len(b.keys) || len(a.args) != len(b.args) {
 		return false
 	}
 	for i := range a.keys {
@@ -652,24 +680,41 @@ func sameCall(a, b *redisCall) bool {
 	return true
 }
 
-func (s *RedisStore) run(batch []*redisCall, w *coalescer) {
+// group splits leaders into script calls: one for the lot when the client
+// is a single Redis, one per leader when keys live on several nodes, and a
+// new one wherever the clock argument changes (tests set it per call).
+func (w *batcher) group(leaders []*redisCall, onePerScript bool) []script {
+	scripts := w.scripts[:0]
+	for i, c := range leaders {
+		if n := len(scripts); n > 0 && !onePerScript && leaders[scripts[n-1].from].now == c.now {
+			scripts[n-1].to = i + 1
+			continue
+		}
+		scripts = append(scripts, script{from: i, to: i + 1})
+	}
+	w.scripts = scripts
+	return scripts
+}
+
+func (s *RedisStore) run(batch []*redisCall, w *batcher) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	start := time.Now()
 	leaders := w.coalesce(batch)
-	cmds := s.exec(ctx, leaders)
+	scripts := w.group(leaders, s.onePerScript)
+	cmds := s.exec(ctx, w, leaders, scripts)
 	if hasNoScript(cmds) {
 		// Redis restarted or SCRIPT FLUSH ran: load again and retry once
 		// the calls that did not run.
 		if err := s.load(ctx); err == nil {
-			var retry []*redisCall
+			var retry []script
 			var at []int
 			for i, cmd := range cmds {
 				if isNoScript(cmd.Err()) {
-					retry, at = append(retry, leaders[i]), append(at, i)
+					retry, at = append(retry, scripts[i]), append(at, i)
 				}
 			}
-			for j, cmd := range s.exec(ctx, retry) {
+			for j, cmd := range s.exec(ctx, w, leaders, retry) {
 				cmds[at[j]] = cmd
 			}
 		}
@@ -678,72 +723,125 @@ func (s *RedisStore) run(batch []*redisCall, w *coalescer) {
 		s.metrics.latency.Observe(time.Since(start).Seconds())
 		s.metrics.batch.Observe(float64(len(batch)))
 	}
-	for i, l := range leaders {
-		if l.count == 1 {
-			l.reply, l.err = appendReply(l.reply[:0], cmds[i])
-			l.done <- struct{}{}
-			continue
-		}
-		all, err := appendReply(nil, cmds[i])
-		per := len(all) / l.count
-		if err == nil && per*l.count != len(all) {
-			err = fmt.Errorf("rate-limit script: reply of %d values for %d coalesced calls", len(all), l.count)
-		}
-		j := 0
-		for c := l; c != nil; j++ {
-			next := c.next // c belongs to its caller again once signalled
-			if err == nil {
-				c.reply = append(c.reply[:0], all[j*per:(j+1)*per]...)
-			}
-			c.err = err
-			c.done <- struct{}{}
-			c = next
-		}
+	for i, sc := range scripts {
+		deliver(leaders[sc.from:sc.to], cmds[i])
 	}
 }
 
-func (s *RedisStore) exec(ctx context.Context, calls []*redisCall) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
-	if len(calls) == 1 {
-		cmds[0] = s.client.EvalSha(ctx, s.sha, calls[0].keys, argsOf(calls[0])...)
+// exec sends the script calls, in one pipeline when there are several.
+func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall, scripts []script) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(scripts))
+	if len(scripts) == 1 {
+		cmds[0] = s.evalSha(ctx, s.client, w, leaders[scripts[0].from:scripts[0].to])
 		return cmds
 	}
 	pipe := s.client.Pipeline()
-	for i, c := range calls {
-		cmds[i] = pipe.EvalSha(ctx, s.sha, c.keys, argsOf(c)...)
+	for i, sc := range scripts {
+		cmds[i] = s.evalSha(ctx, pipe, w, leaders[sc.from:sc.to])
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = pipe.Exec(ctx)
 	return cmds
 }
 
-// argsOf is c's script arguments, with the count of coalesced calls in
-// place of "a" when there are several.
-func argsOf(c *redisCall) []any {
-	if c.count <= 1 {
-		return c.args
+// evalSha queues (or, on a client, runs) one script call deciding reqs, all
+// of one clock. The command copies w's scratch slices, so they are reused.
+func (s *RedisStore) evalSha(ctx context.Context, c redis.Scripter, w *batcher, reqs []*redisCall) *redis.Cmd {
+	keys, args := w.keys[:0], w.args[:0]
+	args = append(args, reqs[0].now)
+	for _, r := range reqs {
+		keys = append(keys, r.keys...)
+		if r.count > 1 {
+			args = append(args, int64(r.count))
+			args = append(args, r.args[1:]...)
+		} else {
+			args = append(args, r.args...)
+		}
 	}
-	args := slices.Clone(c.args)
-	args[0] = int64(c.count)
-	return args
+	cmd := c.EvalSha(ctx, s.sha, keys, args...)
+	clear(keys)
+	clear(args)
+	w.keys, w.args = keys[:0], args[:0]
+	return cmd
 }
 
-// appendReply appends the script's integer reply to dst.
-func appendReply(dst []int64, cmd *redis.Cmd) ([]int64, error) {
+// deliver hands each request of one script call its values from cmd's
+// reply ({now, then per request and coalesced call: allowed, delay, four per
+// limit}, or an error in place of a request's values) and signals its
+// callers. Each caller's reply is allowed, delay, now, four per limit.
+func deliver(reqs []*redisCall, cmd *redis.Cmd) {
+	values, err := replyValues(cmd)
+	var now int64
+	if err == nil {
+		now, values = values[0].(int64), values[1:]
+	}
+	for _, l := range reqs {
+		callErr := err
+		var mine []any
+		if callErr == nil {
+			per := 2 + 4*l.limits
+			switch {
+			case len(values) > 0 && isError(values[0]):
+				callErr = classify(values[0].(error))
+				values = values[1:]
+			case len(values) < per*l.count:
+				callErr = fmt.Errorf("rate-limit script: reply too short: %d values left for %d calls of %d limits", len(values), l.count, l.limits)
+				err = callErr // the rest of the reply cannot be trusted
+			default:
+				mine, values = values[:per*l.count], values[per*l.count:]
+			}
+		}
+		per := len(mine) / max(l.count, 1)
+		j := 0
+		for c := l; c != nil; j++ {
+			next := c.next // c belongs to its caller again once signalled
+			c.err = callErr
+			if callErr == nil {
+				c.reply, c.err = appendValues(c.reply[:0], mine[j*per:(j+1)*per], now)
+			}
+			c.done <- struct{}{}
+			c = next
+		}
+	}
+}
+
+func isError(v any) bool {
+	_, ok := v.(error)
+	return ok
+}
+
+// replyValues returns the script's reply, checking that it is an array that
+// starts with the decisions' time.
+func replyValues(cmd *redis.Cmd) ([]any, error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return dst, classify(err)
+		return nil, classify(err)
 	}
 	values, ok := v.([]any)
 	if !ok {
-		return dst, fmt.Errorf("rate-limit script: reply %T, want an array", v)
+		return nil, fmt.Errorf("rate-limit script: reply %T, want an array", v)
 	}
-	for _, x := range values {
+	if len(values) == 0 {
+		return nil, errors.New("rate-limit script: empty reply")
+	}
+	if _, ok := values[0].(int64); !ok {
+		return nil, fmt.Errorf("rate-limit script: reply's time is %T, want an integer", values[0])
+	}
+	return values, nil
+}
+
+// appendValues appends one decision's reply to dst in the caller's layout:
+// allowed and delay, then now, then the layers.
+func appendValues(dst []int64, values []any, now int64) ([]int64, error) {
+	for i, x := range values {
 		n, ok := x.(int64)
 		if !ok {
 			return dst, fmt.Errorf("rate-limit script: reply element %T, want an integer", x)
 		}
 		dst = append(dst, n)
+		if i == 1 {
+			dst = append(dst, now)
+		}
 	}
 	return dst, nil
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,6 +78,13 @@ func (r *privateRedis) stop() {
 	r.cmd.Process.Kill()
 	r.cmd.Wait()
 	r.cmd = nil
+}
+
+// signal sends sig to the server: SIGSTOP freezes it, SIGCONT resumes it.
+func (r *privateRedis) signal(sig os.Signal) {
+	if r.cmd != nil && r.cmd.Process != nil {
+		r.cmd.Process.Signal(sig)
+	}
 }
 
 func (r *privateRedis) client() *redis.Client {
@@ -307,73 +317,124 @@ func evalshaCalls(t *testing.T, c *redis.Client) int64 {
 	return 0
 }
 
-func TestRedisStoreOneScriptCallPerDecision(t *testing.T) {
+// TestRedisStoreScriptCalls counts EVALSHA calls on a private redis-server:
+// a decision alone is one script call whatever its layer count, and
+// decisions queued while Redis is busy share one call, or with a Cluster or
+// Ring client (oneRequestPerScript) one pipeline of a call each.
+func TestRedisStoreScriptCalls(t *testing.T) {
 	srv := startPrivateRedis(t)
 	admin := srv.client()
-	client := srv.client()
-	store := newTestRedisStore(t, client, RedisOptions{Prefix: "t:", Timeout: 2 * time.Second})
 	ctx := context.Background()
 	for _, layers := range []int{1, 3, 5} {
-		t.Run(fmt.Sprintf("%dLayers", layers), func(t *testing.T) {
-			limits := everyAlgorithm()[:layers]
+		limits := everyAlgorithm()[:layers]
+		t.Run(fmt.Sprintf("%dLayers/OneAtATime", layers), func(t *testing.T) {
+			store := newTestRedisStore(t, srv.client(), RedisOptions{Prefix: "one:", Timeout: 2 * time.Second})
 			before := evalshaCalls(t, admin)
-			const decisions = 200
-			var wg sync.WaitGroup
-			errs := make(chan error, decisions)
-			for i := 0; i < decisions; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					// Distinct subjects: concurrent Allow calls of one
-					// subject may share a script call (see coalesce).
-					_, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("key:%d:%d", layers, i), Route: "GET /x", Limits: limits})
-					errs <- err
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
+			const decisions = 20
+			for i := range decisions {
+				if _, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("key:%d:%d", layers, i), Route: "GET /x", Limits: limits}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if got := evalshaCalls(t, admin) - before; got != decisions {
-				t.Errorf("EVALSHA calls = %d for %d decisions of %d layers, want one per decision", got, decisions, layers)
+				t.Errorf("EVALSHA calls = %d for %d decisions of %d layers one at a time, want one each", got, decisions, layers)
 			}
 		})
+		for _, perRequest := range []bool{false, true} {
+			name, want := "Queued/Batched", func(queued int) int64 { return 2 } // the first call, then the queued batch
+			if perRequest {
+				name, want = "Queued/OneRequestPerScript", func(queued int) int64 { return int64(1 + queued) }
+			}
+			t.Run(fmt.Sprintf("%dLayers/%s", layers, name), func(t *testing.T) {
+				store := newTestRedisStore(t, srv.client(), RedisOptions{Prefix: fmt.Sprintf("q%v:", perRequest), Timeout: 10 * time.Second,
+					Pipelines: 1, oneRequestPerScript: perRequest})
+				const queued = 100
+				before := evalshaCalls(t, admin)
+				// Freeze Redis while the only pipeline worker waits on a first
+				// decision, so the next ones queue behind it.
+				srv.signal(syscall.SIGSTOP)
+				t.Cleanup(func() { srv.signal(syscall.SIGCONT) })
+				var wg sync.WaitGroup
+				errs := make(chan error, queued+1)
+				decide := func(i int) {
+					defer wg.Done()
+					// Distinct subjects: identical Allow calls of one subject
+					// would be coalesced into one request.
+					d, err := store.Allow(ctx, Request{Subject: fmt.Sprintf("key:%d:%d", layers, i), Route: "GET /x", Limits: limits})
+					if err == nil && !d.Allowed {
+						err = fmt.Errorf("decision %d rejected", i)
+					}
+					errs <- err
+				}
+				wg.Add(1)
+				go decide(0)
+				waitFor(t, func() bool { return len(store.queue) == 0 })
+				time.Sleep(50 * time.Millisecond) // the worker sends it and waits
+				for i := 1; i <= queued; i++ {
+					wg.Add(1)
+					go decide(i)
+				}
+				waitFor(t, func() bool { return len(store.queue) == queued })
+				srv.signal(syscall.SIGCONT)
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := evalshaCalls(t, admin) - before; got != want(queued) {
+					t.Errorf("EVALSHA calls = %d for 1 + %d queued decisions of %d layers, want %d", got, queued, layers, want(queued))
+				}
+			})
+		}
+	}
+}
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
 func TestCoalesceGroupsIdenticalAllowCalls(t *testing.T) {
 	call := func(mode, subject, field string) *redisCall {
-		return &redisCall{keys: []string{"t:{" + subject + "}"}, args: []any{mode, "", field, codeFixedWindow, int64(10), int64(60e6), int64(0), int64(1)}}
+		return &redisCall{keys: []string{"t:{" + subject + "}"}, args: []any{mode, int64(1), field, codeFixedWindow, int64(10), int64(60e6), int64(0), int64(1)}}
 	}
 	a1, a2, a3 := call("a", "key:1", "fw:fw:60000000:10"), call("a", "key:1", "fw:fw:60000000:10"), call("a", "key:1", "fw:fw:60000000:10")
 	other := call("a", "key:2", "fw:fw:60000000:10")
 	otherLimit := call("a", "key:1", "fw2:fw:60000000:10")
+	otherClock := call("a", "key:1", "fw:fw:60000000:10")
+	otherClock.now = "1000"
 	p1, p2 := call("p", "key:1", "fw:fw:60000000:10"), call("p", "key:1", "fw:fw:60000000:10")
-	w := &coalescer{bySubject: map[string]*redisCall{}}
-	leaders := w.coalesce([]*redisCall{a1, p1, a2, other, otherLimit, p2, a3})
+	w := newBatcher(8)
+	leaders := w.coalesce([]*redisCall{a1, p1, a2, other, otherLimit, p2, a3, otherClock})
 	cases := []struct {
 		name      string
 		call      *redisCall
 		wantCount int
-		wantGroup []*redisCall // the calls deciding in call's script call
+		wantGroup []*redisCall // the calls deciding in call's request
 	}{
 		{"IdenticalAllowCallsShareOne", a1, 3, []*redisCall{a1, a3, a2}},
 		{"PeekIsNeverCoalesced", p1, 1, []*redisCall{p1}},
 		{"OtherSubjectRunsAlone", other, 1, []*redisCall{other}},
 		{"OtherLimitsRunAlone", otherLimit, 1, []*redisCall{otherLimit}},
 		{"SecondPeekNeither", p2, 1, []*redisCall{p2}},
+		{"OtherClockRunsAlone", otherClock, 1, []*redisCall{otherClock}},
 	}
-	// Script calls go out in the order of their first call.
+	// Requests go out in the order of their first call.
 	if len(leaders) != len(cases) {
-		t.Fatalf("coalesce made %d script calls of 7, want %d", len(leaders), len(cases))
+		t.Fatalf("coalesce made %d requests of 8, want %d", len(leaders), len(cases))
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if leaders[i] != tc.call {
-				t.Fatalf("script call %d is not the expected leader", i)
+				t.Fatalf("request %d is not the expected leader", i)
 			}
 			if tc.call.count != tc.wantCount {
 				t.Errorf("count = %d, want %d", tc.call.count, tc.wantCount)
@@ -390,15 +451,43 @@ func TestCoalesceGroupsIdenticalAllowCalls(t *testing.T) {
 					t.Errorf("group member %d differs", j)
 				}
 			}
-			if args := argsOf(tc.call); tc.wantCount > 1 && args[0] != int64(tc.wantCount) {
-				t.Errorf("script mode argument = %v, want the count %d", args[0], tc.wantCount)
-			}
 		})
 	}
+	t.Run("ScriptCallsSplitWhereTheClockChanges", func(t *testing.T) {
+		want := []script{{0, 5}, {5, 6}}
+		if got := w.group(leaders, false); !slices.Equal(got, want) {
+			t.Errorf("group = %v, want %v", got, want)
+		}
+		want = []script{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}}
+		if got := w.group(leaders, true); !slices.Equal(got, want) {
+			t.Errorf("group, one request per script = %v, want %v", got, want)
+		}
+	})
+}
+
+// runTogether decides reqs as the pipeline worker does a batch that holds
+// them all, and returns each one's reply or error.
+func runTogether(t *testing.T, store *RedisStore, reqs []Request, consume []bool) ([][]int64, []error) {
+	t.Helper()
+	calls := make([]*redisCall, len(reqs))
+	for i, req := range reqs {
+		c, err := store.prepare(req, consume[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls[i] = c
+	}
+	store.run(calls, newBatcher(len(calls)))
+	replies, errs := make([][]int64, len(calls)), make([]error, len(calls))
+	for i, c := range calls {
+		<-c.done
+		replies[i], errs[i] = slices.Clone(c.reply), c.err
+	}
+	return replies, errs
 }
 
 // TestCoalescedScriptCallDecidesAsCallsInARow runs k Allow requests as one
-// coalesced script call on one subject and as k calls on another, on the
+// coalesced request on one subject and as k requests on another, on the
 // same clock, for every algorithm and with rejections among them: the
 // replies must be identical.
 func TestCoalescedScriptCallDecidesAsCallsInARow(t *testing.T) {
@@ -415,38 +504,220 @@ func TestCoalescedScriptCallDecidesAsCallsInARow(t *testing.T) {
 			client, prefix := newTestRedis(t)
 			clock := newFakeClock()
 			store := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
-			ctx := context.Background()
-			call, err := store.prepare(Request{Subject: "key:coalesced", Limits: limits}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			call.count = k
-			got, err := appendReply(nil, client.EvalSha(ctx, store.ScriptSHA(), call.keys, argsOf(call)...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []int64
-			for range k {
-				one, err := store.prepare(Request{Subject: "key:one-by-one", Limits: limits}, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err = appendReply(want, client.EvalSha(ctx, store.ScriptSHA(), one.keys, one.args...))
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(got) != len(want) {
-				t.Fatalf("coalesced reply has %d values, one-by-one %d", len(got), len(want))
-			}
-			per := len(want) / k
+			reqs, consume := make([]Request, k), make([]bool, k)
 			for j := range k {
-				if g, w := got[j*per:(j+1)*per], want[j*per:(j+1)*per]; !slices.Equal(g, w) {
-					t.Errorf("request %d: coalesced %v, one by one %v", j+1, g, w)
+				reqs[j], consume[j] = Request{Subject: "key:coalesced", Limits: limits}, true
+			}
+			together, errs := runTogether(t, store, reqs, consume)
+			var got, want []int64
+			for j := range k {
+				if errs[j] != nil {
+					t.Fatal(errs[j])
+				}
+				// the coalesced callers are signalled in chain order, not
+				// arrival order, so compare the sequence of decisions
+				got = append(got, together[j]...)
+				one, errs := runTogether(t, store, []Request{{Subject: "key:one-by-one", Limits: limits}}, []bool{true})
+				if errs[0] != nil {
+					t.Fatal(errs[0])
+				}
+				want = append(want, one[0]...)
+			}
+			sortReplies(got, len(got)/k)
+			sortReplies(want, len(want)/k)
+			if !slices.Equal(got, want) {
+				t.Errorf("coalesced replies %v,\none by one %v", got, want)
+			}
+		})
+	}
+}
+
+// sortReplies sorts a run of replies of per values each, so two runs that
+// handed the same decisions to callers in another order compare equal.
+func sortReplies(values []int64, per int) {
+	rows := make([][]int64, 0, len(values)/per)
+	for i := 0; i < len(values); i += per {
+		rows = append(rows, slices.Clone(values[i:i+per]))
+	}
+	slices.SortFunc(rows, slices.Compare)
+	values = values[:0]
+	for _, r := range rows {
+		values = append(values, r...)
+	}
+}
+
+// TestBatchedScriptCallDecidesAsSeparateCalls is a differential test of
+// batching: random rounds of requests (Allow and Peek, every algorithm, one
+// to three layers, several routes of a subject, identical concurrent calls)
+// are decided in one script call by one store and one request at a time by
+// another, on the same controlled clock; every reply must match.
+func TestBatchedScriptCallDecidesAsSeparateCalls(t *testing.T) {
+	client, prefix := newTestRedis(t)
+	clock := newFakeClock()
+	batched := newTestRedisStore(t, client, RedisOptions{Prefix: prefix + "b:", Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+	serial := newTestRedisStore(t, client, RedisOptions{Prefix: prefix + "s:", Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+	small := []Limit{
+		{Name: "fw", Algorithm: FixedWindow, Limit: 4, Window: 10 * time.Second},
+		{Name: "log", Algorithm: SlidingWindowLog, Limit: 5, Window: 10 * time.Second, Cost: 2},
+		{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 6, Window: 10 * time.Second},
+		{Name: "tb", Algorithm: TokenBucket, Limit: 3, Window: 5 * time.Second, Burst: 4},
+		{Name: "lb", Algorithm: LeakyBucket, Limit: 3, Window: 5 * time.Second, Burst: 2, Mode: ModeQueue},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Each subject has two routes whose limit sets differ; the second shares
+	// the first's leading limit, as an endpoint tier shares the plan's limit.
+	routes := map[string][2][]Limit{}
+	subjects := []string{"key:a", "key:b", "key:c", "key:d"}
+	for _, s := range subjects {
+		first := rng.IntN(len(small))
+		a := []Limit{small[first]}
+		b := []Limit{small[first], small[(first+1+rng.IntN(len(small)-1))%len(small)]}
+		if rng.IntN(2) == 0 {
+			a = append(a, small[(first+2)%len(small)])
+		}
+		routes[s] = [2][]Limit{a, b}
+	}
+	decisions := 0
+	for round := range 60 {
+		clock.Set(clock.Now().Add(time.Duration(rng.IntN(1500)) * time.Millisecond))
+		// At most one route per subject in a round: requests of one subject
+		// on different routes may be reordered by coalescing, as concurrent
+		// requests may be, which would make the serial replay's order
+		// ambiguous.
+		var reqs []Request
+		var consume []bool
+		for _, s := range subjects {
+			route := rng.IntN(2)
+			for range rng.IntN(4) {
+				reqs = append(reqs, Request{Subject: s, Route: fmt.Sprint("GET /", route), Limits: routes[s][route]})
+				consume = append(consume, rng.IntN(5) > 0)
+			}
+		}
+		rng.Shuffle(len(reqs), func(i, j int) {
+			reqs[i], reqs[j] = reqs[j], reqs[i]
+			consume[i], consume[j] = consume[j], consume[i]
+		})
+		if len(reqs) == 0 {
+			continue
+		}
+		got, gotErrs := runTogether(t, batched, reqs, consume)
+		// The serial replay decides each subject's requests in the order the
+		// batch did: peeks where they stood, a coalesced group's Allow calls
+		// together at its first call.
+		order := batchOrder(reqs, consume)
+		want, wantErrs := make([][]int64, len(reqs)), make([]error, len(reqs))
+		for _, i := range order {
+			r, e := runTogether(t, serial, reqs[i:i+1], consume[i:i+1])
+			want[i], wantErrs[i] = r[0], e[0]
+		}
+		for i := range reqs {
+			decisions++
+			if gotErrs[i] != nil || wantErrs[i] != nil {
+				t.Fatalf("round %d, request %d: batched error %v, serial error %v", round, i, gotErrs[i], wantErrs[i])
+			}
+		}
+		// Coalesced callers of one group may receive the group's decisions
+		// in another order than the serial replay's, so compare each
+		// subject's decisions as a sorted whole.
+		for _, s := range subjects {
+			var g, w []int64
+			per := 0
+			for i := range reqs {
+				if reqs[i].Subject == s && consume[i] {
+					g, w = append(g, got[i]...), append(w, want[i]...)
+					per = len(got[i])
+				} else if reqs[i].Subject == s && !slices.Equal(got[i], want[i]) {
+					t.Errorf("round %d: peek of %s: batched %v, serial %v", round, s, got[i], want[i])
+				}
+			}
+			if per > 0 {
+				sortReplies(g, per)
+				sortReplies(w, per)
+			}
+			if !slices.Equal(g, w) {
+				t.Errorf("round %d: %s: batched %v,\nserial %v", round, s, g, w)
+			}
+		}
+	}
+	t.Logf("%d decisions compared", decisions)
+}
+
+// TestBatchedScriptCallIsolatesAFailingRequest: a request whose Redis
+// command fails (its subject's key holds a string) gets that error, alone
+// or in a batch, and the others in its batch are decided all the same. On a
+// private redis-server: miniredis fails the whole script instead.
+func TestBatchedScriptCallIsolatesAFailingRequest(t *testing.T) {
+	srv := startPrivateRedis(t)
+	client := srv.client()
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: "t:", Timeout: 2 * time.Second, DisableUsage: true})
+	ctx := context.Background()
+	if err := client.Set(ctx, "t:{key:wrongtype}", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	limits := everyAlgorithm()
+	bad := Request{Subject: "key:wrongtype", Limits: limits}
+	good := func(i int) Request { return Request{Subject: fmt.Sprint("key:", i), Limits: limits} }
+	for _, tc := range []struct {
+		name string
+		reqs []Request
+	}{
+		{"Alone", []Request{bad}},
+		{"First", []Request{bad, good(1), good(2)}},
+		{"Between", []Request{good(3), bad, good(4)}},
+		{"Last", []Request{good(5), good(6), bad}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			consume := make([]bool, len(tc.reqs))
+			for i := range consume {
+				consume[i] = true
+			}
+			replies, errs := runTogether(t, store, tc.reqs, consume)
+			for i, req := range tc.reqs {
+				if req.Subject == bad.Subject {
+					if errs[i] == nil || !strings.Contains(errs[i].Error(), "WRONGTYPE") || errors.Is(errs[i], ErrStoreUnavailable) {
+						t.Errorf("request on a key of the wrong type: error %v, want the WRONGTYPE script error", errs[i])
+					}
+					continue
+				}
+				if errs[i] != nil {
+					t.Fatalf("%s: %v", req.Subject, errs[i])
+				}
+				if len(replies[i]) != 3+4*len(limits) || replies[i][0] != 1 {
+					t.Errorf("%s: reply %v, want an admission of %d limits", req.Subject, replies[i], len(limits))
+				}
+				d, err := store.Peek(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := d.Layers[0].Remaining; got != limits[0].Limit-1 {
+					t.Errorf("%s: remaining %d after one admission, want %d", req.Subject, got, limits[0].Limit-1)
 				}
 			}
 		})
 	}
+}
+
+// batchOrder is the order in which one script call decides reqs: requests in
+// the order of their first call, a coalesced group (identical Allow calls)
+// wholly at its first call.
+func batchOrder(reqs []Request, consume []bool) []int {
+	var order []int
+	done := make([]bool, len(reqs))
+	for i := range reqs {
+		if done[i] {
+			continue
+		}
+		order, done[i] = append(order, i), true
+		if !consume[i] {
+			continue
+		}
+		for j := i + 1; j < len(reqs); j++ {
+			if !done[j] && consume[j] && reqs[j].Subject == reqs[i].Subject && slices.Equal(reqs[j].Limits, reqs[i].Limits) {
+				order, done[j] = append(order, j), true
+			}
+		}
+	}
+	return order
 }
 
 func TestRedisStoreNegativeCache(t *testing.T) {

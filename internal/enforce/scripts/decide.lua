@@ -1,94 +1,69 @@
--- decide.lua: one atomic rate-limit decision over every limit of one request.
--- It mirrors algorithm.go operation for operation (integer microseconds, the
--- same float64 steps in the same order), so both stores agree exactly.
+-- decide.lua: atomic rate-limit decisions, each over every limit of one
+-- request. It mirrors algorithm.go operation for operation (integer
+-- microseconds, the same float64 steps in the same order), so both stores
+-- agree exactly.
 --
--- KEYS[1]     the subject's state hash: every limit but the sliding logs keeps
---             its state in fields named by ARGV (see below), and field 'e'
---             holds the time (us) the hash's TTL runs out
--- KEYS[2j], KEYS[2j+1]  the j-th sliding log's sorted set and metadata hash
--- ARGV[1]     'a' consumes (Allow), 'p' only evaluates (Peek), a number k >= 2
+-- One call of the script decides a batch of requests (the store sends every
+-- decision queued meanwhile in one call, sparing Redis the price of a command
+-- per decision), one after the other, each exactly as a call of its own would.
+--
+-- ARGV[1]     now in microseconds, or '' to read Redis TIME once (tests set it)
+-- then per request, from ARGV[p]:
+--   ARGV[p]   'a' consumes (Allow), 'p' only evaluates (Peek), a number k >= 2
 --             decides k identical Allow requests one after the other, as k
---             calls in a row would (the caller coalesces concurrent ones)
--- ARGV[2]     now in microseconds, or '' to read Redis TIME (tests set it)
--- ARGV[3+6(i-1)..8+6(i-1)]  limit i: state field, algorithm code ('lq' is a
---             leaky bucket in queue mode), limit, window us, burst, cost
+--             requests in a row would (the caller coalesces concurrent ones)
+--   ARGV[p+1] n, the number of limits
+--   ARGV[p+2+6(i-1) .. p+7+6(i-1)]  limit i: state field, algorithm code ('lq'
+--             is a leaky bucket in queue mode), limit, window us, burst, cost
+-- and per request, from KEYS[q]:
+--   KEYS[q]   the subject's state hash: every limit but the sliding logs keeps
+--             its state in fields named by ARGV, and field 'e' holds the time
+--             (us) the hash's TTL runs out
+--   KEYS[q+2j-1], KEYS[q+2j]  the j-th sliding log's sorted set and metadata
+--             hash
 -- Fields: a bucket's virtual finish time (tat) is field F; a fixed window's
 -- index F and count F..'+'; a sliding counter's index F, current count F..'+'
 -- and previous count F..'-'.
--- Returns {allowed, delay us, now us, then per limit: allowed, remaining,
--- reset us, retry us}, k times over when coalesced. now is the decision's
--- time, so the middleware's X-RateLimit-Reset is exact whatever the
--- instance's clock says. Nothing is written unless every limit admits (all or nothing);
--- every key written gets a TTL here. Usage is counted by the caller (see
--- stats.go), not here: it cost as much as the state write.
+--
+-- Returns {now us, then per request: allowed, delay us, then per limit:
+-- allowed, remaining, reset us, retry us}, k times over when coalesced. now is
+-- the decisions' time, so the middleware's X-RateLimit-Reset is exact
+-- whatever the instance's clock says. A request whose Redis command fails
+-- (a key of the wrong type, say) gets that error in place of its values,
+-- and the others are decided all the same. Nothing is written for a request
+-- unless every limit admits it (all or nothing); every key written gets a TTL
+-- here. Usage is counted by the caller (see stats.go), not here: it cost as
+-- much as the state write.
 --
 -- Redis runs this body on every call and charges for every redis.call, so
--- all counter states are read with one HMGET and written with one HSET, a TTL
--- is set only when the hash's expiry must move (a PEXPIRE costs more than
--- the HSET), and numbers go to redis.call as Lua numbers, which Redis
--- formats exactly (%.17g) without a string.format here.
+-- all of a request's counter states are read with one HMGET and written with
+-- one HSET, a TTL is set only when the hash's expiry must move (a PEXPIRE
+-- costs more than the HSET), and numbers go to redis.call as Lua numbers,
+-- which Redis formats exactly (%.17g) without a string.format here.
 
-local consume = ARGV[1] ~= 'p'
--- k identical Allow calls of one subject, coalesced by the caller
-local k = 1
-if consume and ARGV[1] ~= 'a' then k = tonumber(ARGV[1]) end
 local now
-if ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local n = (#ARGV - 2) / 6
-local K = KEYS[1]
 
--- One HMGET for every counter state; pos[i] is where limit i's first field
--- lands in the reply (reply[1] is 'e'), or a sliding log's first key in KEYS.
--- One limit, the common case, builds no table: its position is 2 either way.
-local st, pos = {}, nil
-if n == 1 then
-  local f, code = ARGV[3], ARGV[4]
-  if code == 'fw' then
-    st = redis.call('HMGET', K, 'e', f, f .. '+')
-  elseif code == 'swc' then
-    st = redis.call('HMGET', K, 'e', f, f .. '+', f .. '-')
-  elseif code ~= 'swl' then
-    st = redis.call('HMGET', K, 'e', f)
-  end
-else
-  -- m counts hm's entries: the length operator costs a search per use.
-  local hm, m = {'HMGET', K, 'e'}, 3
-  local logs = 0
-  pos = {}
-  for i = 1, n do
-    local a = 6 * i - 4
-    local code, f = ARGV[a + 2], ARGV[a + 1]
-    if code == 'swl' then
-      logs = logs + 1
-      pos[i] = 2 * logs
-    else
-      pos[i] = m - 1
-      m = m + 1
-      hm[m] = f
-      if code == 'fw' then
-        m = m + 1
-        hm[m] = f .. '+'
-      elseif code == 'swc' then
-        hm[m + 1] = f .. '+'
-        hm[m + 2] = f .. '-'
-        m = m + 2
-      end
-    end
-  end
-  if m > 3 then st = redis.call(unpack(hm)) end
-end
+-- The request being decided: its limits start at ARGV[A] and its keys at
+-- KEYS[KB] (K); n limits; consume and k from its
+-- mode; st is its counter states as read, pos[i] where limit i's state is
+-- (its first field in st, or a sliding log's first key in KEYS), nil when
+-- the request has one limit; e is when the hash's TTL runs out.
+local A, KB, K, n, consume, k, st, pos, e
+-- the reply, o values long; made as long as one request with one limit
+-- needs (a table that grows reallocates), and trimmed at the end
+local out, o = {now, 0, 0, 0, 0, 0, 0}, 1
 
-
--- layer decides limit i from the state read above. It returns allowed,
--- remaining, reset, retry, wait, then, for the write when commit is true and
--- the limit admits: the state (x, y, z) and when it stops mattering (exp).
+-- layer decides limit i from the state read. It returns allowed, remaining,
+-- reset, retry, wait, then, for the write when commit is true and the limit
+-- admits: the state (x, y, z) and when it stops mattering (exp).
 local function layer(i, commit)
-  local a = 6 * i - 4
+  local a = A + 6 * i - 7
   local code = ARGV[a + 2]
   -- arithmetic converts the numeric arguments more cheaply than tonumber
   local L, W, c = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 6] + 0
@@ -179,7 +154,7 @@ local function layer(i, commit)
   local function cost_of(member)
     return tonumber(string.match(member, '^%d+:(%d+):'))
   end
-  local p = (pos and pos[i] or 2)
+  local p = (pos and pos[i] or KB + 1)
   local k1 = KEYS[p]
   local v = redis.call('HMGET', KEYS[p + 1], 'n', 'q')
   local sum = tonumber(v[1]) or 0
@@ -217,9 +192,9 @@ end
 
 -- write_log persists sliding log i's admitted request with its TTL.
 local function write_log(i, sum, seq, stale)
-  local a = 6 * i - 4
+  local a = A + 6 * i - 7
   local W = tonumber(ARGV[a + 4])
-  local p = (pos and pos[i] or 2)
+  local p = (pos and pos[i] or KB + 1)
   local k1, k2 = KEYS[p], KEYS[p + 1]
   if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
   redis.call('ZADD', k1, now, string.format('%d:%d:%d', now, tonumber(ARGV[a + 6]), seq))
@@ -229,69 +204,119 @@ local function write_log(i, sum, seq, stale)
   redis.call('PEXPIRE', k2, ttl)
 end
 
--- The hash's TTL runs a window past the latest state's expiry and is renewed
--- only when an expiry passes the one it was last set to (field 'e').
-local e = tonumber(st[1]) or 0
-
-if k > 1 then
-  -- put_state writes every counter state of st (updated in place) with one
-  -- HSET, moving the hash's TTL when need passes e.
-  local function put_state(need, ttl)
-    local hs, m = {'HSET', K}, 2
+-- decide decides the current request and appends its values to out. It is
+-- one function, not several: Redis runs the script's body on every call, so
+-- every function defined here is a closure built per call.
+local function decide()
+  -- Read every counter state with one HMGET into st (st[1] is 'e'), and for
+  -- several limits note in pos where each one's state is. One limit, the
+  -- common case, builds no table: its position is 2 (a counter) or KB + 1
+  -- (a log) either way.
+  pos = nil
+  if n == 1 then
+    local f, code = ARGV[A], ARGV[A + 1]
+    if code == 'fw' then
+      st = redis.call('HMGET', K, 'e', f, f .. '+')
+    elseif code == 'swc' then
+      st = redis.call('HMGET', K, 'e', f, f .. '+', f .. '-')
+    elseif code ~= 'swl' then
+      st = redis.call('HMGET', K, 'e', f)
+    else
+      st = {false}
+    end
+  else
+    -- m counts hm's entries: the length operator costs a search per use.
+    local hm, m = {'HMGET', K, 'e'}, 3
+    local l = 0
+    pos = {}
     for i = 1, n do
-      local a = 6 * i - 4
-      local code = ARGV[a + 2]
-      if code ~= 'swl' then
-        local f, p = ARGV[a + 1], (pos and pos[i] or 2)
-        hs[m + 1] = f
-        hs[m + 2] = st[p]
-        m = m + 2
+      local a = A + 6 * i - 7
+      local code, f = ARGV[a + 2], ARGV[a + 1]
+      if code == 'swl' then
+        l = l + 1
+        pos[i] = KB + 2 * l - 1
+      else
+        pos[i] = m - 1
+        m = m + 1
+        hm[m] = f
         if code == 'fw' then
-          hs[m + 1] = f .. '+'
-          hs[m + 2] = st[p + 1]
-          m = m + 2
+          m = m + 1
+          hm[m] = f .. '+'
         elseif code == 'swc' then
-          hs[m + 1] = f .. '+'
-          hs[m + 2] = st[p + 1]
-          hs[m + 3] = f .. '-'
-          hs[m + 4] = st[p + 2]
-          m = m + 4
+          hm[m + 1] = f .. '+'
+          hm[m + 2] = f .. '-'
+          m = m + 2
         end
       end
     end
-    if need > e then
-      ttl = math.ceil(ttl)
-      hs[m + 1] = 'e'
-      hs[m + 2] = ttl
-      redis.call(unpack(hs))
-      redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
-    else
-      redis.call(unpack(hs))
+    if m > 3 then st = redis.call(unpack(hm)) else st = {false} end
+  end
+  -- The hash's TTL runs a window past the latest state's expiry and is
+  -- renewed only when an expiry passes the one it was last set to (field 'e').
+  e = tonumber(st[1]) or 0
+
+  if n == 1 and k == 1 then
+    -- One limit, one request: no table built.
+    local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
+    local delay = 0
+    if ok and consume then
+      local f, code = ARGV[A], ARGV[A + 1]
+      if code == 'swl' then
+        write_log(1, x, y, z)
+      else
+        if code == 'lq' then delay = wait end
+        local ttl = nil
+        if exp > e then ttl = math.ceil(exp + ARGV[A + 3]) end
+        if code == 'fw' then
+          if ttl then
+            redis.call('HSET', K, f, x, f .. '+', y, 'e', ttl)
+          else
+            redis.call('HSET', K, f, x, f .. '+', y)
+          end
+        elseif code == 'swc' then
+          if ttl then
+            redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z, 'e', ttl)
+          else
+            redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z)
+          end
+        elseif ttl then
+          redis.call('HSET', K, f, x, 'e', ttl)
+        else
+          redis.call('HSET', K, f, x)
+        end
+        if ttl then redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000))) end
+      end
     end
+    local b = ok and 1 or 0
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = b, delay, b, rem, reset, retry
+    o = o + 6
+    return
   end
 
-  -- Coalesced requests: the state read once above is updated in st after
-  -- each admission, so request j sees requests 1..j-1, and written once.
-  local out, o = {}, 0
+  -- Several limits, or k coalesced requests: each request's nine results
+  -- per layer go in one flat table R (a table per layer costs Lua more than
+  -- the arithmetic), stride 9. A coalesced request updates st in place after
+  -- each admission, so request j sees requests 1..j-1, and the state is
+  -- written once at the end; a single one writes what its layers returned.
   local written, need, ttl = false, e, e
   for j = 1, k do
     local R = {}
     local allowed, delay = true, 0
     for i = 1, n do
       local b = 9 * i - 9
-      local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, true)
+      local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
       R[b + 1], R[b + 2], R[b + 3], R[b + 4], R[b + 5] = ok, rem, reset, retry, wait
       R[b + 6], R[b + 7], R[b + 8], R[b + 9] = x, y, z, exp
       if not ok then allowed = false end
     end
-    if allowed then
+    if consume and allowed then
       for i = 1, n do
-        local b, a = 9 * i - 9, 6 * i - 4
+        local b, a = 9 * i - 9, A + 6 * i - 7
         local code = ARGV[a + 2]
         if code == 'swl' then
           write_log(i, R[b + 6], R[b + 7], R[b + 8])
         else
-          local p = (pos and pos[i] or 2)
+          local p = pos and pos[i] or 2
           st[p] = R[b + 6]
           if code == 'fw' then
             st[p + 1] = R[b + 7]
@@ -307,7 +332,9 @@ if k > 1 then
           written = true
         end
       end
-    else
+    elseif consume then
+      -- All or nothing: layers that would have admitted report untouched
+      -- state.
       for i = 1, n do
         local b = 9 * i - 9
         if R[b + 1] then
@@ -317,8 +344,7 @@ if k > 1 then
     end
     out[o + 1] = allowed and 1 or 0
     out[o + 2] = delay
-    out[o + 3] = now
-    o = o + 3
+    o = o + 2
     for i = 1, n do
       local b = 9 * i - 9
       out[o + 1] = R[b + 1] and 1 or 0
@@ -328,118 +354,73 @@ if k > 1 then
       o = o + 4
     end
   end
-  if written then put_state(need, ttl) end
-  return out
-end
+  if not written then return end
 
-if n == 1 then
-  local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
-  local delay = 0
-  if ok and consume then
-    local f, code = ARGV[3], ARGV[4]
-    if code == 'swl' then
-      write_log(1, x, y, z)
-    else
-      if code == 'lq' then delay = wait end
-      local ttl = nil
-      if exp > e then ttl = math.ceil(exp + ARGV[6]) end
-      if code == 'fw' then
-        if ttl then
-          redis.call('HSET', K, f, x, f .. '+', y, 'e', ttl)
-        else
-          redis.call('HSET', K, f, x, f .. '+', y)
-        end
-      elseif code == 'swc' then
-        if ttl then
-          redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z, 'e', ttl)
-        else
-          redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z)
-        end
-      elseif ttl then
-        redis.call('HSET', K, f, x, 'e', ttl)
-      else
-        redis.call('HSET', K, f, x)
-      end
-      if ttl then redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000))) end
-    end
-  end
-  return {ok and 1 or 0, delay, now, ok and 1 or 0, rem, reset, retry}
-end
-
--- Several limits: every layer's nine results in one flat table R (a table
--- per layer costs Lua more than the arithmetic), stride 9.
-local R = {}
-local allowed = true
-local delay = 0
-for i = 1, n do
-  local b = 9 * i - 9
-  local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
-  R[b + 1], R[b + 2], R[b + 3], R[b + 4], R[b + 5] = ok, rem, reset, retry, wait
-  R[b + 6], R[b + 7], R[b + 8], R[b + 9] = x, y, z, exp
-  if not ok then allowed = false end
-end
-
-if consume and allowed then
-  -- One HSET for every counter state.
+  -- One HSET for every counter state, moving the hash's TTL when need
+  -- passes e.
   local hs, m = {'HSET', K}, 2
-  local need, ttl = e, e
   for i = 1, n do
-    local b = 9 * i - 9
-    local a = 6 * i - 4
+    local a = A + 6 * i - 7
     local code = ARGV[a + 2]
-    if code == 'swl' then
-      write_log(i, R[b + 6], R[b + 7], R[b + 8])
-    else
-      local f = ARGV[a + 1]
+    if code ~= 'swl' then
+      local f, p = ARGV[a + 1], pos and pos[i] or 2
       hs[m + 1] = f
-      hs[m + 2] = R[b + 6]
+      hs[m + 2] = st[p]
       m = m + 2
       if code == 'fw' then
         hs[m + 1] = f .. '+'
-        hs[m + 2] = R[b + 7]
+        hs[m + 2] = st[p + 1]
         m = m + 2
       elseif code == 'swc' then
         hs[m + 1] = f .. '+'
-        hs[m + 2] = R[b + 7]
+        hs[m + 2] = st[p + 1]
         hs[m + 3] = f .. '-'
-        hs[m + 4] = R[b + 8]
+        hs[m + 4] = st[p + 2]
         m = m + 4
-      elseif code == 'lq' and R[b + 5] > delay then
-        delay = R[b + 5]
       end
-      local exp = R[b + 9]
-      if exp > need then need = exp end
-      exp = exp + ARGV[a + 4]
-      if exp > ttl then ttl = exp end
     end
   end
-  if m > 2 then
-    if need > e then
-      ttl = math.ceil(ttl)
-      hs[m + 1] = 'e'
-      hs[m + 2] = ttl
-      redis.call(unpack(hs))
-      redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
-    else
-      redis.call(unpack(hs))
-    end
-  end
-elseif consume then
-  -- All or nothing: layers that would have admitted report untouched state.
-  for i = 1, n do
-    local b = 9 * i - 9
-    if R[b + 1] then
-      R[b + 1], R[b + 2], R[b + 3], R[b + 4] = layer(i, false)
-    end
+  if need > e then
+    ttl = math.ceil(ttl)
+    hs[m + 1] = 'e'
+    hs[m + 2] = ttl
+    redis.call(unpack(hs))
+    redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
+  else
+    redis.call(unpack(hs))
   end
 end
 
-local out = {allowed and 1 or 0, delay, now}
-for i = 1, n do
-  local b, o = 9 * i - 9, 4 * i - 1
-  out[o + 1] = R[b + 1] and 1 or 0
-  out[o + 2] = R[b + 2]
-  out[o + 3] = R[b + 3]
-  out[o + 4] = R[b + 4]
+local nargs = #ARGV
+local p, q = 2, 1
+while p <= nargs do
+  local mode = ARGV[p]
+  n = tonumber(ARGV[p + 1])
+  A, KB, K = p + 2, q, KEYS[q]
+  consume = mode ~= 'p'
+  k = 1
+  if consume and mode ~= 'a' then k = tonumber(mode) end
+  -- the request's sliding logs, each two keys after its hash
+  local logs = 0
+  for i = 1, n do
+    if ARGV[A + 6 * i - 5] == 'swl' then logs = logs + 1 end
+  end
+  if p == 2 and A + 6 * n > nargs then
+    -- the only request: its error is the script's
+    decide()
+  else
+    local start = o
+    local ok, err = pcall(decide)
+    if not ok then
+      if type(err) ~= 'table' then err = redis.error_reply('ERR ' .. tostring(err)) end
+      o = start + 1
+      out[o] = err
+    end
+  end
+  p = A + 6 * n
+  q = q + 1 + 2 * logs
 end
+-- Past o: the prefilled values, or those a failed request left past its
+-- error.
+for i = #out, o + 1, -1 do out[i] = nil end
 return out
