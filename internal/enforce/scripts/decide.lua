@@ -55,6 +55,10 @@ end
 -- (its first field in st, or a sliding log's first key in KEYS), nil when
 -- the request has one limit; e is when the hash's TTL runs out.
 local A, KB, K, n, consume, k, st, pos, e
+-- R holds a request's nine results per layer, stride 9, reused by every
+-- request and coalesced call: building a table costs Lua more than the
+-- arithmetic.
+local R = {}
 -- the reply, o values long; made as long as one request with one limit
 -- needs (a table that grows reallocates), and trimmed at the end
 local out, o = {now, 0, 0, 0, 0, 0, 0}, 1
@@ -293,14 +297,12 @@ local function decide()
     return
   end
 
-  -- Several limits, or k coalesced requests: each request's nine results
-  -- per layer go in one flat table R (a table per layer costs Lua more than
-  -- the arithmetic), stride 9. A coalesced request updates st in place after
+  -- Several limits, or k coalesced requests: each request's results go in
+  -- R. A coalesced request updates st in place after
   -- each admission, so request j sees requests 1..j-1, and the state is
   -- written once at the end; a single one writes what its layers returned.
   local written, need, ttl = false, e, e
   for j = 1, k do
-    local R = {}
     local allowed, delay = true, 0
     for i = 1, n do
       local b = 9 * i - 9
