@@ -180,13 +180,19 @@ func NewFailoverStore(primary Store, opts FailoverOptions) *FailoverStore {
 // Allow decides with the primary, or the local store while the primary is
 // bypassed or fails.
 func (s *FailoverStore) Allow(ctx context.Context, req Request) (Decision, error) {
-	return s.call(ctx, req, false)
+	return s.call(ctx, req, false, nil)
+}
+
+// AllowInto is Allow writing Decision.Layers into layers' backing array when
+// it is large enough and the deciding store can (see MemoryStore.AllowInto).
+func (s *FailoverStore) AllowInto(ctx context.Context, req Request, layers []LayerResult) (Decision, error) {
+	return s.call(ctx, req, false, layers)
 }
 
 // Peek evaluates with the primary, or the local store while the primary is
 // bypassed or fails; it consumes nothing either way.
 func (s *FailoverStore) Peek(ctx context.Context, req Request) (Decision, error) {
-	return s.call(ctx, req, true)
+	return s.call(ctx, req, true, nil)
 }
 
 // BreakerState reports "closed" (the primary is in use), "open" (bypassed)
@@ -197,12 +203,12 @@ func (s *FailoverStore) BreakerState() string {
 	return s.state.String()
 }
 
-func (s *FailoverStore) call(ctx context.Context, req Request, peek bool) (Decision, error) {
+func (s *FailoverStore) call(ctx context.Context, req Request, peek bool, layers []LayerResult) (Decision, error) {
 	probe, ok := s.acquire()
 	if !ok {
-		return s.fallback(ctx, req, peek, ErrCircuitOpen)
+		return s.fallback(ctx, req, peek, layers, ErrCircuitOpen)
 	}
-	d, err := s.callPrimary(ctx, req, peek)
+	d, err := s.callPrimary(ctx, req, peek, layers)
 	if err == nil {
 		s.succeeded(probe)
 		return d, nil
@@ -215,7 +221,7 @@ func (s *FailoverStore) call(ctx context.Context, req Request, peek bool) (Decis
 		return Decision{}, err
 	}
 	s.failed(probe, err)
-	return s.fallback(ctx, req, peek, err)
+	return s.fallback(ctx, req, peek, layers, err)
 }
 
 // acquire says whether this call may go to the primary, and whether it is
@@ -285,34 +291,36 @@ func (s *FailoverStore) failed(probe bool, err error) {
 // callPrimary runs one call under the timeout. A deadline that expires
 // while the caller is still waiting is the primary's failure, whatever error
 // the primary reports for it.
-func (s *FailoverStore) callPrimary(ctx context.Context, req Request, peek bool) (Decision, error) {
+func (s *FailoverStore) callPrimary(ctx context.Context, req Request, peek bool, layers []LayerResult) (Decision, error) {
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var d Decision
-	var err error
-	if peek {
-		d, err = s.primary.Peek(tctx, req)
-	} else {
-		d, err = s.primary.Allow(tctx, req)
-	}
+	d, err := allowOrPeek(tctx, s.primary, req, peek, layers)
 	if err != nil && ctx.Err() == nil && tctx.Err() != nil && !errors.Is(err, ErrStoreUnavailable) {
 		err = fmt.Errorf("%w: no answer within %s: %w", ErrStoreUnavailable, s.timeout, err)
 	}
 	return d, err
 }
 
-func (s *FailoverStore) fallback(ctx context.Context, req Request, peek bool, cause error) (Decision, error) {
+func (s *FailoverStore) fallback(ctx context.Context, req Request, peek bool, layers []LayerResult, cause error) (Decision, error) {
 	if s.local == nil {
 		if errors.Is(cause, ErrStoreUnavailable) {
 			return Decision{}, cause
 		}
 		return Decision{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
 	}
-	req = divideLimits(req, s.instances)
+	return allowOrPeek(ctx, s.local, divideLimits(req, s.instances), peek, layers)
+}
+
+// allowOrPeek peeks or allows req on store, into layers when given and the
+// store can.
+func allowOrPeek(ctx context.Context, store Store, req Request, peek bool, layers []LayerResult) (Decision, error) {
 	if peek {
-		return s.local.Peek(ctx, req)
+		return store.Peek(ctx, req)
 	}
-	return s.local.Allow(ctx, req)
+	if into, ok := store.(layersAllower); ok && layers != nil {
+		return into.AllowInto(ctx, req, layers)
+	}
+	return store.Allow(ctx, req)
 }
 
 // divideLimits returns req with each Limit and Burst divided by n, rounded up

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing, so the benchmarks
@@ -21,7 +22,9 @@ func (w *discardWriter) WriteHeader(int)             {}
 // the memory store: identify (anonymous, by RemoteAddr), filter two layers,
 // decide, write five headers, hand over the context. "bare" is the same mux
 // and handler without it; "failover" adds the FailoverStore's per-call
-// timeout goroutine. Figures: see the README's benchmark section.
+// timeout goroutine; "redis" is the Redis store on the test Redis, its
+// parallel run with 64 goroutines sharing the one anonymous subject, whose
+// decisions the store coalesces. Figures: see the README's benchmark section.
 //
 //	go test -run '^$' -bench BenchmarkMiddleware -benchmem ./internal/enforce/
 func BenchmarkMiddleware(b *testing.B) {
@@ -42,6 +45,15 @@ func BenchmarkMiddleware(b *testing.B) {
 		}},
 		{"failover", func(h http.Handler) http.Handler {
 			return enforce.NewMiddleware(enforce.NewFailoverStore(mem(), enforce.FailoverOptions{}), res, enforce.MiddlewareOptions{}).Wrap(h)
+		}},
+		{"redis", func(h http.Handler) http.Handler {
+			client, prefix := testenv.Redis(b)
+			store, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix, Timeout: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { store.Close() })
+			return enforce.NewMiddleware(store, res, enforce.MiddlewareOptions{}).Wrap(h)
 		}},
 	}
 	// "rejected" answers every request but the first 429: the path a flood
@@ -69,6 +81,9 @@ func BenchmarkMiddleware(b *testing.B) {
 			}
 		})
 		b.Run(tc.name+"/parallel", func(b *testing.B) {
+			if tc.name == "redis" {
+				b.SetParallelism(32)
+			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				r := httptest.NewRequest("GET", "/api/items/42", nil)

@@ -862,3 +862,49 @@ func TestRedisStoreWritesUsageForOtherInstances(t *testing.T) {
 		}
 	})
 }
+
+// TestAllowIntoReusesTheCallersLayers: the Redis store, alone and behind a
+// FailoverStore, decides into the slice it is given when it is large
+// enough, with the same decision Allow makes, and allocates a fresh one when
+// it is not.
+func TestAllowIntoReusesTheCallersLayers(t *testing.T) {
+	client, prefix := newTestRedis(t)
+	clock := newFakeClock()
+	rs := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second})
+	limits := everyAlgorithm()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		store layersAllower
+	}{
+		{"RedisStore", rs},
+		{"FailoverStore", NewFailoverStore(rs, FailoverOptions{Timeout: 2 * time.Second})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]LayerResult, 0, len(limits))
+			for i := range 3 {
+				into, err := tc.store.AllowInto(ctx, Request{Subject: tc.name + ":into", Limits: limits}, buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if &into.Layers[0] != &buf[:1][0] {
+					t.Fatalf("decision %d: layers not written into the given slice", i)
+				}
+				plain, err := rs.Allow(ctx, Request{Subject: tc.name + ":plain", Limits: limits})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(into.Layers, plain.Layers) || into.Allowed != plain.Allowed {
+					t.Fatalf("decision %d: AllowInto %+v, Allow %+v", i, into, plain)
+				}
+			}
+			small, err := tc.store.AllowInto(ctx, Request{Subject: tc.name + ":small", Limits: limits}, make([]LayerResult, 0, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(small.Layers) != len(limits) {
+				t.Errorf("with too small a slice: %d layers, want %d", len(small.Layers), len(limits))
+			}
+		})
+	}
+}
