@@ -62,7 +62,9 @@ func startRedisCluster(t *testing.T) *redis.ClusterClient {
 	}
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { client.Close() })
-	waitFor(t, func() bool { return client.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }) == nil })
+	waitFor(t, func() bool {
+		return client.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }) == nil
+	})
 	return client
 }
 
