@@ -58,26 +58,28 @@ local A, KB, K, n, consume, k, st, pos, e
 -- R holds a request's nine results per layer, stride 9, reused by every
 -- request and coalesced call: building a table costs Lua more than the
 -- arithmetic.
-local R = {}
+local R = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- V holds the current request's limits as numbers, five per limit: code,
+-- limit, window, burst, cost; converted once, since a coalesced request
+-- reads them k times.
+local V = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- the reply, o values long; made as long as one request with one limit
 -- needs (a table that grows reallocates), and trimmed at the end
-local out, o = {now, 0, 0, 0, 0, 0, 0}, 1
+local out, o = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}, 1
 
 -- layer decides limit i from the state read. It returns allowed, remaining,
 -- reset, retry, wait, then, for the write when commit is true and the limit
 -- admits: the state (x, y, z) and when it stops mattering (exp).
 local function layer(i, commit)
-  local a = A + 6 * i - 7
-  local code = ARGV[a + 2]
-  -- arithmetic converts the numeric arguments more cheaply than tonumber
-  local L, W, c = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 6] + 0
+  local v = 5 * i - 5
+  local code, L, W, c = V[v + 1], V[v + 2], V[v + 3], V[v + 5]
   local now = now
   if code == 'tb' or code == 'lb' or code == 'lq' then
     local tat = tonumber(st[(pos and pos[i] or 2)])
     local t = W / L
     local base = now
     if tat and tat > now then base = tat end
-    local tol = ARGV[a + 5] * t
+    local tol = V[v + 4] * t
     if code == 'tb' then
       local newTat = base + c * t
       local ok = newTat - now <= tol
@@ -196,12 +198,11 @@ end
 
 -- write_log persists sliding log i's admitted request with its TTL.
 local function write_log(i, sum, seq, stale)
-  local a = A + 6 * i - 7
-  local W = tonumber(ARGV[a + 4])
+  local W, c = V[5 * i - 2], V[5 * i]
   local p = (pos and pos[i] or KB + 1)
   local k1, k2 = KEYS[p], KEYS[p + 1]
   if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
-  redis.call('ZADD', k1, now, string.format('%d:%d:%d', now, tonumber(ARGV[a + 6]), seq))
+  redis.call('ZADD', k1, now, string.format('%d:%d:%d', now, c, seq))
   redis.call('HSET', k2, 'n', sum, 'q', seq)
   local ttl = math.max(1, math.ceil(W / 1000))
   redis.call('PEXPIRE', k1, ttl)
@@ -212,6 +213,11 @@ end
 -- one function, not several: Redis runs the script's body on every call, so
 -- every function defined here is a closure built per call.
 local function decide()
+  for i = 1, n do
+    local a, v = A + 6 * i - 7, 5 * i - 5
+    -- arithmetic converts a numeric argument more cheaply than tonumber
+    V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5] = ARGV[a + 2], ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a + 6] + 0
+  end
   -- Read every counter state with one HMGET into st (st[1] is 'e'), and for
   -- several limits note in pos where each one's state is. One limit, the
   -- common case, builds no table: its position is 2 (a counter) or KB + 1
@@ -270,7 +276,7 @@ local function decide()
       else
         if code == 'lq' then delay = wait end
         local ttl = nil
-        if exp > e then ttl = math.ceil(exp + ARGV[A + 3]) end
+        if exp > e then ttl = math.ceil(exp + V[3]) end
         if code == 'fw' then
           if ttl then
             redis.call('HSET', K, f, x, f .. '+', y, 'e', ttl)
@@ -313,8 +319,8 @@ local function decide()
     end
     if consume and allowed then
       for i = 1, n do
-        local b, a = 9 * i - 9, A + 6 * i - 7
-        local code = ARGV[a + 2]
+        local b = 9 * i - 9
+        local code = V[5 * i - 4]
         if code == 'swl' then
           write_log(i, R[b + 6], R[b + 7], R[b + 8])
         else
@@ -329,7 +335,7 @@ local function decide()
           end
           local exp = R[b + 9]
           if exp > need then need = exp end
-          exp = exp + ARGV[a + 4]
+          exp = exp + V[5 * i - 2]
           if exp > ttl then ttl = exp end
           written = true
         end
