@@ -92,7 +92,7 @@ one_run() {
 	# Script calls per request: proves the decisions really went to Redis
 	# (1 for redis_rate, 0 for bare; below 1 for sluice, whose store
 	# coalesces the concurrent decisions of the one subject every request
-	# here shares, about 10 per call).
+	# here shares, about 12 per call).
 	redis-cli -p "$redis_port" info commandstats |
 		awk -F'[:=,]' '/^cmdstat_evalsha:/ { print $3 }' >"$work/calls"
 	kill "$server_pid"

@@ -44,11 +44,13 @@ type RedisOptions struct {
 	// (default one second): the most other instances' dashboards lag and a
 	// crash loses.
 	UsageFlush time.Duration
-	// MaxBatch caps the decisions sent in one pipeline (default 128).
+	// MaxBatch caps the decisions sent in one batch, one script call on a
+	// single Redis (default 128).
 	MaxBatch int
-	// Pipelines is how many pipelines may be in flight at once (default 2,
-	// the best of 1, 2, 4 and 8 on a 2-core machine: fewer, fuller
-	// pipelines cost Redis and the client fewer system calls per decision).
+	// Pipelines is how many batches may be in flight at once (default 2:
+	// on a 2-core machine one left Redis idle while the client read each
+	// reply, 20 % fewer decisions/s over 1,000 subjects, and 4 or 8 cut the
+	// batches smaller for no gain).
 	Pipelines int
 	// QueueSize is how many decisions may wait for a pipeline (default 4096).
 	QueueSize int
