@@ -361,6 +361,17 @@ local function decide()
       out[o + 4] = R[b + 4]
       o = o + 4
     end
+    if consume and not allowed and j < k then
+      -- A rejection changes no state, so the identical requests left are
+      -- rejected alike: copy its values (a client past its limit in a
+      -- flood costs one evaluation per call, not one per request).
+      local w = 2 + 4 * n
+      for _ = j + 1, k do
+        for x = 1, w do out[o + x] = out[o - w + x] end
+        o = o + w
+      end
+      break
+    end
   end
   if not written then return end
 
