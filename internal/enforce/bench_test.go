@@ -20,8 +20,8 @@ package enforce
 //
 // Memory store, one token-bucket layer, AllowInto with usage off (0 allocs/op
 // for every algorithm, asserted by TestMemoryStoreAllowIntoAllocatesNothing):
-// see memory_bench_test.go for the table; 1.09 - 1.24x x/time/rate serially,
-// 1.14 - 1.52x in parallel.
+// see memory_bench_test.go for the table; 1.08 - 1.24x x/time/rate serially,
+// 1.16 - 1.28x in parallel.
 //
 // Redis store, 64 concurrent callers (BenchmarkRedisInterleaved -benchtime
 // 8x -count 3, and BenchmarkRedisStore / BenchmarkRedisRate -benchtime

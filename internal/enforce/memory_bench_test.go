@@ -11,21 +11,21 @@ package enforce
 // EPYC), medians of rounds, ranges over three runs:
 //
 //	                      store ns    x/time/rate ns   store / x/time/rate
-//	hot key, serial        84 - 85        77              1.09 - 1.11x
-//	100k keys, serial     148 - 153      119 - 129        1.22 - 1.24x
-//	hot key, parallel      90 - 91        79              1.14 - 1.16x
-//	100k keys, parallel    94 - 95        62 - 64         1.48 - 1.52x
+//	hot key, serial        83 - 96        77 - 78         1.08 - 1.24x
+//	100k keys, serial     131 - 134      112 - 121        1.12 - 1.18x
+//	hot key, parallel      95 - 97        77 - 79         1.20 - 1.28x
+//	100k keys, parallel    71 - 72        60 - 61         1.16 - 1.21x
 //
-// The 1.5x target holds everywhere but at its edge in parallel over 100k
-// keys: there the baseline reads its map of limiters without a lock (a real
-// server must also insert and evict, which needs one), and each worker
-// touches only its own limiters, while the store's workers share its 64
-// shard locks, whose cache lines move between the cores on every decision.
-// More shards (4,096) made it worse (1.78 - 1.81x: the shard array leaves the
-// cache), and a sync.Map of subjects with a lock per subject much worse
-// (2.0 - 2.1x; 1.75 - 1.82x serially: its trie is deeper than a map). The
-// first session, on a machine loaded by other builds, measured 1.13 - 1.45x,
-// 1.11 - 1.28x, 1.34 - 1.61x and 1.24 - 1.42x.
+// Before the subject index that decisions read without a lock (same
+// session, interleaved with the new code): 100k keys 1.19 - 1.24x serially
+// and 1.48 - 1.55x in parallel, where the baseline's workers each touch only
+// their own limiters while the store's shared 64 shard locks, whose cache
+// lines moved between the cores on every decision; hot key 1.08 - 1.15x and
+// 1.14 - 1.16x. Tried first and dropped: 4,096 shards (1.78 - 1.81x in
+// parallel: the shard array leaves the cache) and a sync.Map of subjects
+// (2.0 - 2.1x, 1.75 - 1.82x serially: its trie is deeper than a table).
+// The first session, on a machine loaded by other builds, measured 1.13 -
+// 1.45x, 1.11 - 1.28x, 1.34 - 1.61x and 1.24 - 1.42x.
 
 import (
 	"context"

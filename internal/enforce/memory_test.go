@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -399,37 +401,168 @@ func TestMemoryStoreDefaultClockFollowsTheWallClock(t *testing.T) {
 	}
 }
 
-func TestMemoryShardChainsSubjectsWithOneHash(t *testing.T) {
+func TestMemoryShardTable(t *testing.T) {
 	// 64-bit hash collisions are too rare to provoke through the store, so
-	// the chain is exercised on a shard directly.
-	sh := &memShard{subjects: map[uint64]*subjectState{}, sweepLen: minSweepLen}
-	a, b, c := sh.add(7, "key:a"), sh.add(7, "key:b"), sh.add(7, "key:c")
-	other := sh.add(8, "key:d")
+	// the table is exercised on a shard directly: subjects with one hash
+	// probe past each other and past the tombstones of swept ones.
+	sh := &memShard{sweepLen: minSweepLen}
+	sh.table.Store(newSubjectTable(minTableSlots))
+	add := func(h uint64, subject string) *subjectState { return sh.add(h, subject, 0, 1000) }
+	a, b, c := add(7, "key:a"), add(7, "key:b"), add(7, "key:c")
+	other := add(8, "key:d")
+	if again := add(7, "key:b"); again != b {
+		t.Errorf("adding a subject twice made a second state")
+	}
 	a.expires, b.expires, c.expires, other.expires = 100, 300, 100, 300
-	for _, tc := range []struct {
+	lookups := func(when string, cases []struct {
 		subject string
 		hash    uint64
 		want    *subjectState
-	}{{"key:a", 7, a}, {"key:b", 7, b}, {"key:c", 7, c}, {"key:d", 8, other}, {"key:e", 7, nil}, {"key:a", 8, nil}} {
-		if got := sh.get(tc.hash, tc.subject); got != tc.want {
-			t.Errorf("before the sweep: get(%d, %q) = %p, want %p", tc.hash, tc.subject, got, tc.want)
+	}) {
+		t.Helper()
+		for _, tc := range cases {
+			if got := sh.get(tc.hash, tc.subject); got != tc.want {
+				t.Errorf("%s: get(%d, %q) = %p, want %p", when, tc.hash, tc.subject, got, tc.want)
+			}
 		}
 	}
+	lookups("before the sweep", []struct {
+		subject string
+		hash    uint64
+		want    *subjectState
+	}{{"key:a", 7, a}, {"key:b", 7, b}, {"key:c", 7, c}, {"key:d", 8, other}, {"key:e", 7, nil}, {"key:a", 8, nil}})
 	sh.sweep(200, 1000)
-	for _, tc := range []struct {
+	lookups("after the sweep", []struct {
 		subject string
 		hash    uint64
 		want    *subjectState
-	}{{"key:a", 7, nil}, {"key:b", 7, b}, {"key:c", 7, nil}, {"key:d", 8, other}} {
-		if got := sh.get(tc.hash, tc.subject); got != tc.want {
-			t.Errorf("after the sweep: get(%d, %q) = %p, want %p", tc.hash, tc.subject, got, tc.want)
+	}{{"key:a", 7, nil}, {"key:b", 7, b}, {"key:c", 7, nil}, {"key:d", 8, other}})
+	if !a.dead || !c.dead || b.dead || other.dead {
+		t.Errorf("dead marks: a %v, b %v, c %v, d %v; want only a and c", a.dead, b.dead, c.dead, other.dead)
+	}
+	if got := sh.live.Load(); got != 2 {
+		t.Errorf("live = %d after sweeping two of four, want 2", got)
+	}
+	// A swept subject comes back as a new state in a tombstone's slot.
+	a2 := add(7, "key:a")
+	a2.expires = 300
+	if a2 == a || a2.dead || sh.get(7, "key:a") != a2 {
+		t.Errorf("re-adding a swept subject: got %p (old %p), dead %v", a2, a, a2.dead)
+	}
+	if sh.used != 4 {
+		t.Errorf("used = %d slots, want 4 (the tombstone reused)", sh.used)
+	}
+	// Growth: the table is rebuilt past three quarters full, tombstones
+	// dropped, and every live subject stays reachable.
+	all := map[string]*subjectState{"key:a": a2, "key:b": b, "key:d": other}
+	for i := range 200 {
+		subject := fmt.Sprint("key:n", i)
+		all[subject] = add(uint64(i%13), subject)
+		all[subject].expires = 300
+	}
+	for subject, want := range all {
+		if got := sh.get(want.hash, subject); got != want {
+			t.Fatalf("after growing to %d slots: get(%q) = %p, want %p", len(sh.table.Load().slots), subject, got, want)
 		}
 	}
-	if b.next != nil {
-		t.Errorf("the survivor of the chain still links to %q", b.next.subject)
+	if n := len(sh.table.Load().slots); 4*sh.used > 3*n {
+		t.Errorf("%d of %d slots used, more than three quarters", sh.used, n)
 	}
 	sh.sweep(400, 1000)
-	if len(sh.subjects) != 0 {
-		t.Errorf("%d hashes left after everything expired, want 0", len(sh.subjects))
+	if got := sh.live.Load(); got != 0 {
+		t.Errorf("%d subjects left after everything expired, want 0", got)
 	}
+}
+
+// TestMemoryStoreExactWhileSweeping: subjects reused round after round are
+// swept (their previous window over) while other goroutines decide on them,
+// by time and by size, on one shard; a decision that finds its subject
+// swept must look again rather than count in a dead state, so every round
+// admits exactly the limit per subject.
+func TestMemoryStoreExactWhileSweeping(t *testing.T) {
+	const subjects, goroutines, perSubject, limit, rounds = 200, 8, 2, 3, 30
+	clock := newFakeClock()
+	store := NewMemoryStore(MemoryOptions{Now: clock.Now, DisableUsage: true, Shards: 1, SweepInterval: time.Microsecond})
+	limits := []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: limit, Window: time.Second}}
+	ctx := context.Background()
+	for round := range rounds {
+		clock.Set(epoch.Add(time.Duration(round) * 2 * time.Second))
+		admitted := make([]atomic.Int64, subjects)
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perSubject {
+					for i := range subjects {
+						s := (i + g*subjects/goroutines) % subjects
+						d, err := store.Allow(ctx, Request{Subject: fmt.Sprint("key:", s), Limits: limits})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted[s].Add(1)
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for s := range subjects {
+			if got := admitted[s].Load(); got != limit {
+				t.Fatalf("round %d, subject %d: %d admitted, want exactly %d", round, s, got, limit)
+			}
+		}
+	}
+	if n := store.Len(); n > 2*subjects {
+		t.Errorf("Len = %d for %d live subjects", n, subjects)
+	}
+}
+
+// TestMemoryStoreNeverOveradmitsWhileSweeping runs on the wall clock with
+// 2 ms windows and sweeps due at every decision, so subjects are swept all
+// the time while goroutines decide on them: no window of any subject may
+// admit more than the limit, which a decision counted in a swept (dead)
+// state would break.
+func TestMemoryStoreNeverOveradmitsWhileSweeping(t *testing.T) {
+	const subjects, goroutines, limit = 16, 8, 3
+	window := 2 * time.Millisecond
+	store := NewMemoryStore(MemoryOptions{DisableUsage: true, Shards: 1, SweepInterval: time.Microsecond})
+	limits := []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: limit, Window: window}}
+	ctx := context.Background()
+	type slot struct {
+		subject int
+		window  int64
+	}
+	var mu sync.Mutex
+	admitted := map[slot]int{}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; time.Now().Before(deadline); i++ {
+				s := i % subjects
+				d, err := store.Allow(ctx, Request{Subject: fmt.Sprint("key:", s), Limits: limits})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					mu.Lock()
+					admitted[slot{s, d.At.UnixMicro() / window.Microseconds()}]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k, n := range admitted {
+		if n > limit {
+			t.Errorf("subject %d, window %d: %d admitted, limit %d", k.subject, k.window, n, limit)
+		}
+	}
+	t.Logf("%d subject-windows checked", len(admitted))
 }
