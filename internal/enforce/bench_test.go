@@ -57,7 +57,7 @@ package enforce
 //
 //	                 req/s median   share of bare
 //	bare             81.9k          100 %
-//	sluice (Redis)   49.7k          61 % (runs 47.0k - 53.0k; 61 - 62 % in three other 4 - 5 run sets)
+//	sluice (Redis)   49.7k          61 % (runs 47.0k - 53.0k; 61 - 62 % in four other 4 - 5 run sets)
 //	sluice_failover  48.0k          59 %
 //	memory           73.4k          90 %
 //	redis_rate       34.0k          42 %
