@@ -214,8 +214,8 @@ func TestDashboardFirstLoadBytes(t *testing.T) {
 			t.Errorf("%s came from a cache on the first load", r.Name)
 		}
 	}
-	if len(first) != 2 {
-		t.Fatalf("first load fetched %d scripts and stylesheets, want 2 (htmx and the CSS): %+v", len(first), first)
+	if len(first) != 3 {
+		t.Fatalf("first load fetched %d scripts and stylesheets, want 3 (htmx, the CSS and sluice's own script): %+v", len(first), first)
 	}
 	t.Logf("first page load: JS+CSS %.0f bytes compressed (%.0f uncompressed) in %d files", encoded, decoded, len(first))
 	if encoded > 24*1024 {
@@ -226,8 +226,8 @@ func TestDashboardFirstLoadBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(next) != 2 {
-		t.Fatalf("next page used %d scripts and stylesheets, want 2: %+v", len(next), next)
+	if len(next) != 3 {
+		t.Fatalf("next page used %d scripts and stylesheets, want 3: %+v", len(next), next)
 	}
 	for _, r := range next {
 		if r.Wire != 0 {

@@ -355,10 +355,34 @@ func browser(t *testing.T, timeout time.Duration) context.Context {
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(allocCtx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	// Every page's console is watched for Content-Security-Policy
+	// violations: a script, style or connection the policy blocks is a
+	// dashboard bug even when no step of the test notices it.
+	var mu sync.Mutex
+	var violations []string
+	watched := make(chan struct{})
+	messages := chromedp.Console(ctx)
+	go func() {
+		defer close(watched)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if strings.Contains(m.Text, "Content Security Policy") {
+				mu.Lock()
+				violations = append(violations, m.URL+": "+m.Text)
+				mu.Unlock()
+			}
+		}
+	}()
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancelTab()
 		cancelAlloc()
+		<-watched
+		for _, v := range violations {
+			t.Errorf("Content-Security-Policy violation: %s", v)
+		}
 	})
 	return ctx
 }
