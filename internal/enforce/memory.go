@@ -37,9 +37,10 @@ type MemoryOptions struct {
 
 // MemoryStore is the single-instance Store: every algorithm's state in
 // process memory, one lock per subject, found through an index that
-// decisions read without locking (see memShard). State is dropped once it no longer
-// affects any decision (and its usage series has aged out), so memory stays
-// bounded by the subjects active within the longest window or UsageRetention.
+// decisions read without locking (see memShard). State is dropped once it
+// no longer affects any decision (and its usage series has aged out), so
+// memory stays bounded by the subjects active within the longest window or
+// UsageRetention.
 // It is safe for concurrent use.
 //
 // A limit slice passed again and again (a plan's limits from an immutable
