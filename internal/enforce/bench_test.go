@@ -434,10 +434,11 @@ func redisBenchmarkArgs(b *testing.B, client *redis.Client, prefix string, n int
 	args := []string{"-h", host, "-p", port, "-n", strconv.Itoa(n), "-c", strconv.Itoa(callers), "-P", "16", "-q",
 		"EVALSHA", store.ScriptSHA(), strconv.Itoa(len(call.keys))}
 	args = append(args, call.keys...)
-	args = append(args, call.now)
-	for _, a := range call.args {
+	args = append(args, call.now, "1") // the clock, one limit
+	for _, a := range call.limits[0].args {
 		args = append(args, fmt.Sprint(a))
 	}
+	args = append(args, call.mode, "1", "1") // the request: its mode, one limit, the first
 	return args
 }
 

@@ -127,11 +127,11 @@ type RedisStore struct {
 // done is buffered so the worker's signal never blocks, and a call whose
 // caller gave up is left to the garbage collector instead of the pool.
 type redisCall struct {
-	keys   []string // the request's keys in the script (see decide.lua)
-	args   []any    // its arguments: mode, limit count, six per limit
-	now    string   // the script's clock argument: "" for Redis TIME
-	limits int
-	bucket int64 // the usage bucket of the decision's clock
+	keys   []string     // the request's keys in the script (see decide.lua)
+	mode   string       // "a" (Allow) or "p" (Peek)
+	limits []*limitArgs // its limits, sent once per script call
+	now    string       // the script's clock argument: "" for Redis TIME
+	bucket int64        // the usage bucket of the decision's clock
 	done   chan struct{}
 	timer  *time.Timer // bounds the caller's wait; stopped while pooled
 	reply  []int64
@@ -154,8 +154,8 @@ func (s *RedisStore) getCall() *redisCall {
 func (s *RedisStore) putCall(c *redisCall) {
 	c.timer.Stop()
 	clear(c.keys)
-	clear(c.args)
-	c.keys, c.args, c.reply, c.err, c.now = c.keys[:0], c.args[:0], c.reply[:0], nil, ""
+	clear(c.limits)
+	c.keys, c.limits, c.reply, c.err, c.now = c.keys[:0], c.limits[:0], c.reply[:0], nil, ""
 	c.next, c.count = nil, 0
 	s.calls.Put(c)
 }
@@ -418,19 +418,15 @@ func (c *negativeCache) put(key string, limits []Limit, d Decision, now time.Tim
 	c.entries[key] = negativeEntry{at: now, until: now.Add(wait), decision: d}
 }
 
-// prepare builds the script's keys and arguments (see scripts/decide.lua).
+// prepare builds the request's keys and finds its limits' script arguments
+// (see scripts/decide.lua).
 func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 	call := s.getCall()
-	keys, args := call.keys, call.args
-	// Constants box without allocating; so every string argument that can
-	// be one is written as one.
+	keys, limits := call.keys, call.limits
+	call.mode = "p"
 	if consume {
-		args = append(args, "a")
-	} else {
-		args = append(args, "p")
+		call.mode = "a"
 	}
-	args = append(args, int64(len(req.Limits)))
-	call.limits = len(req.Limits)
 	clock := s.clock()
 	if s.testNow != nil {
 		call.now = strconv.FormatInt(clock.UnixMicro(), 10)
@@ -448,9 +444,9 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 			k := tag + ":" + la.field
 			keys = append(keys, k, k+":m")
 		}
-		args = append(args, la.args[:]...)
+		limits = append(limits, la)
 	}
-	call.keys, call.args = keys, args
+	call.keys, call.limits = keys, limits
 	return call, nil
 }
 
@@ -637,17 +633,23 @@ func (s *RedisStore) work() {
 }
 
 // batcher is a pipeline worker's scratch space: coalesce's leaders, and the
-// script calls and their keys and arguments being built.
+// script calls and their keys, arguments and limits being built.
 type batcher struct {
 	leaders   []*redisCall
 	bySubject map[string]*redisCall
 	scripts   []script
 	keys      []string
-	args      []any
+	args      []any // the call's arguments: clock, limit count, limits
+	reqs      []any // the requests' arguments, appended to args
+	numbers   map[*limitArgs]int64
 }
 
 func newBatcher(maxBatch int) *batcher {
-	return &batcher{leaders: make([]*redisCall, 0, maxBatch), bySubject: make(map[string]*redisCall)}
+	return &batcher{
+		leaders:   make([]*redisCall, 0, maxBatch),
+		bySubject: make(map[string]*redisCall),
+		numbers:   make(map[*limitArgs]int64),
+	}
 }
 
 // script is one call of the decision script: the requests of
@@ -665,7 +667,7 @@ func (w *batcher) coalesce(batch []*redisCall) []*redisCall {
 	clear(w.bySubject)
 	for _, c := range batch {
 		c.next, c.count = nil, 1
-		if c.args[0] != "a" {
+		if c.mode != "a" {
 			leaders = append(leaders, c)
 			continue
 		}
@@ -687,20 +689,7 @@ func (w *batcher) coalesce(batch []*redisCall) []*redisCall {
 }
 
 func sameCall(a, b *redisCall) bool {
-	if a.now != b.now || len(a.keys) != len(b.keys) || len(a.args) != len(b.args) {
-		return false
-	}
-	for i := range a.keys {
-		if a.keys[i] != b.keys[i] {
-			return false
-		}
-	}
-	for i := range a.args {
-		if a.args[i] != b.args[i] {
-			return false
-		}
-	}
-	return true
+	return a.now == b.now && a.mode == b.mode && slices.Equal(a.keys, b.keys) && slices.Equal(a.limits, b.limits)
 }
 
 // group splits leaders into script calls: one for the lot when the client
@@ -768,23 +757,39 @@ func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall,
 }
 
 // evalSha queues (or, on a client, runs) one script call deciding reqs, all
-// of one clock. The command copies w's scratch slices, so they are reused.
+// of one clock: each distinct limit's six arguments once, then each request
+// as its mode, its limit count and its limits' numbers in that list, so a
+// batch of one plan's requests sends Redis three arguments a request rather
+// than eight. The command copies w's scratch slices, so they are reused.
 func (s *RedisStore) evalSha(ctx context.Context, c redis.Scripter, w *batcher, reqs []*redisCall) *redis.Cmd {
-	keys, args := w.keys[:0], w.args[:0]
-	args = append(args, reqs[0].now)
+	keys, args, rest := w.keys[:0], w.args[:0], w.reqs[:0]
+	clear(w.numbers)
+	args = append(args, reqs[0].now, nil) // the limit count is set below
 	for _, r := range reqs {
 		keys = append(keys, r.keys...)
 		if r.count > 1 {
-			args = append(args, int64(r.count))
-			args = append(args, r.args[1:]...)
+			rest = append(rest, int64(r.count))
 		} else {
-			args = append(args, r.args...)
+			rest = append(rest, r.mode)
+		}
+		rest = append(rest, int64(len(r.limits)))
+		for _, la := range r.limits {
+			j, ok := w.numbers[la]
+			if !ok {
+				j = int64(len(w.numbers) + 1)
+				w.numbers[la] = j
+				args = append(args, la.args[:]...)
+			}
+			rest = append(rest, j)
 		}
 	}
+	args[1] = int64(len(w.numbers))
+	args = append(args, rest...)
 	cmd := c.EvalSha(ctx, s.sha, keys, args...)
 	clear(keys)
 	clear(args)
-	w.keys, w.args = keys[:0], args[:0]
+	clear(rest)
+	w.keys, w.args, w.reqs = keys[:0], args[:0], rest[:0]
 	return cmd
 }
 
@@ -802,13 +807,13 @@ func deliver(reqs []*redisCall, cmd *redis.Cmd) {
 		callErr := err
 		var mine []any
 		if callErr == nil {
-			per := 2 + 4*l.limits
+			per := 2 + 4*len(l.limits)
 			switch {
 			case len(values) > 0 && isError(values[0]):
 				callErr = classify(values[0].(error))
 				values = values[1:]
 			case len(values) < per*l.count:
-				callErr = fmt.Errorf("rate-limit script: reply too short: %d values left for %d calls of %d limits", len(values), l.count, l.limits)
+				callErr = fmt.Errorf("rate-limit script: reply too short: %d values left for %d calls of %d limits", len(values), l.count, len(l.limits))
 				err = callErr // the rest of the reply cannot be trusted
 			default:
 				mine, values = values[:per*l.count], values[per*l.count:]

@@ -425,8 +425,13 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestCoalesceGroupsIdenticalAllowCalls(t *testing.T) {
+	// The store hands out one *limitArgs per distinct limit.
+	limits := map[string]*limitArgs{}
 	call := func(mode, subject, field string) *redisCall {
-		return &redisCall{keys: []string{"t:{" + subject + "}"}, args: []any{mode, int64(1), field, codeFixedWindow, int64(10), int64(60e6), int64(0), int64(1)}}
+		if limits[field] == nil {
+			limits[field] = &limitArgs{kind: kindFixedWindow, field: field, args: [6]any{field, codeFixedWindow, int64(10), int64(60e6), int64(0), int64(1)}}
+		}
+		return &redisCall{keys: []string{"t:{" + subject + "}"}, mode: mode, limits: []*limitArgs{limits[field]}}
 	}
 	a1, a2, a3 := call("a", "key:1", "fw:fw:60000000:10"), call("a", "key:1", "fw:fw:60000000:10"), call("a", "key:1", "fw:fw:60000000:10")
 	other := call("a", "key:2", "fw:fw:60000000:10")

@@ -8,16 +8,19 @@
 -- per decision), one after the other, each exactly as a call of its own would.
 --
 -- ARGV[1]     now in microseconds, or '' to read Redis TIME once (tests set it)
+-- ARGV[2]     m, the number of distinct limits the call's requests use
+-- ARGV[3+6(j-1) .. 8+6(j-1)]  limit j: state field, algorithm code ('lq' is a
+--             leaky bucket in queue mode), limit, window us, burst, cost; sent
+--             once per call however many requests use it
 -- then per request, from ARGV[p]:
 --   ARGV[p]   'a' consumes (Allow), 'p' only evaluates (Peek), a number k >= 2
 --             decides k identical Allow requests one after the other, as k
 --             requests in a row would (the caller coalesces concurrent ones)
---   ARGV[p+1] n, the number of limits
---   ARGV[p+2+6(i-1) .. p+7+6(i-1)]  limit i: state field, algorithm code ('lq'
---             is a leaky bucket in queue mode), limit, window us, burst, cost
+--   ARGV[p+1] n, the number of the request's limits
+--   ARGV[p+2 .. p+1+n]  the request's limits, as numbers j of the list above
 -- and per request, from KEYS[q]:
 --   KEYS[q]   the subject's state hash: every limit but the sliding logs keeps
---             its state in fields named by ARGV, and field 'e' holds the time
+--             its state in fields named by its limits, and field 'e' holds the time
 --             (us) the hash's TTL runs out
 --   KEYS[q+2j-1], KEYS[q+2j]  the j-th sliding log's sorted set and metadata
 --             hash
@@ -49,20 +52,22 @@ else
   now = t[1] * 1000000 + t[2]
 end
 
--- The request being decided: its limits start at ARGV[A] and its keys at
--- KEYS[KB] (K); n limits; consume and k from its
+-- The request being decided: its keys start at KEYS[KB] (K); n limits, in
+-- V; consume and k from its
 -- mode; st is its counter states as read, pos[i] where limit i's state is
 -- (its first field in st, or a sliding log's first key in KEYS), nil when
 -- the request has one limit; e is when the hash's TTL runs out.
-local A, KB, K, n, consume, k, st, pos, e
+local KB, K, n, consume, k, st, pos, e
 -- R holds a request's nine results per layer, stride 9, reused by every
 -- request and coalesced call: building a table costs Lua more than the
 -- arithmetic.
 local R = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
--- V holds the current request's limits as numbers, five per limit: code,
--- limit, window, burst, cost; converted once, since a coalesced request
--- reads them k times.
-local V = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- D holds the call's limits, six per limit: code, limit, window, burst and
+-- cost as numbers, and the state field; converted once per call.
+local D = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- V holds the current request's limits, six per limit as in D, copied in
+-- order: a coalesced request reads them k times.
+local V = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- the reply, o values long; made as long as one request with one limit
 -- needs (a table that grows reallocates), and trimmed at the end
 local out, o = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}, 1
@@ -71,7 +76,7 @@ local out, o = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
 -- reset, retry, wait, then, for the write when commit is true and the limit
 -- admits: the state (x, y, z) and when it stops mattering (exp).
 local function layer(i, commit)
-  local v = 5 * i - 5
+  local v = 6 * i - 6
   local code, L, W, c = V[v + 1], V[v + 2], V[v + 3], V[v + 5]
   local now = now
   if code == 'tb' or code == 'lb' or code == 'lq' then
@@ -198,7 +203,7 @@ end
 
 -- write_log persists sliding log i's admitted request with its TTL.
 local function write_log(i, sum, seq, stale)
-  local W, c = V[5 * i - 2], V[5 * i]
+  local W, c = V[6 * i - 3], V[6 * i - 1]
   local p = (pos and pos[i] or KB + 1)
   local k1, k2 = KEYS[p], KEYS[p + 1]
   if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
@@ -213,18 +218,13 @@ end
 -- one function, not several: Redis runs the script's body on every call, so
 -- every function defined here is a closure built per call.
 local function decide()
-  for i = 1, n do
-    local a, v = A + 6 * i - 7, 5 * i - 5
-    -- arithmetic converts a numeric argument more cheaply than tonumber
-    V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5] = ARGV[a + 2], ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a + 6] + 0
-  end
   -- Read every counter state with one HMGET into st (st[1] is 'e'), and for
   -- several limits note in pos where each one's state is. One limit, the
   -- common case, builds no table: its position is 2 (a counter) or KB + 1
   -- (a log) either way.
   pos = nil
   if n == 1 then
-    local f, code = ARGV[A], ARGV[A + 1]
+    local code, f = V[1], V[6]
     if code == 'fw' then
       st = redis.call('HMGET', K, 'e', f, f .. '+')
     elseif code == 'swc' then
@@ -240,8 +240,7 @@ local function decide()
     local l = 0
     pos = {}
     for i = 1, n do
-      local a = A + 6 * i - 7
-      local code, f = ARGV[a + 2], ARGV[a + 1]
+      local code, f = V[6 * i - 5], V[6 * i]
       if code == 'swl' then
         l = l + 1
         pos[i] = KB + 2 * l - 1
@@ -270,7 +269,7 @@ local function decide()
     local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
     local delay = 0
     if ok and consume then
-      local f, code = ARGV[A], ARGV[A + 1]
+      local code, f = V[1], V[6]
       if code == 'swl' then
         write_log(1, x, y, z)
       else
@@ -320,7 +319,7 @@ local function decide()
     if consume and allowed then
       for i = 1, n do
         local b = 9 * i - 9
-        local code = V[5 * i - 4]
+        local code = V[6 * i - 5]
         if code == 'swl' then
           write_log(i, R[b + 6], R[b + 7], R[b + 8])
         else
@@ -335,7 +334,7 @@ local function decide()
           end
           local exp = R[b + 9]
           if exp > need then need = exp end
-          exp = exp + V[5 * i - 2]
+          exp = exp + V[6 * i - 3]
           if exp > ttl then ttl = exp end
           written = true
         end
@@ -379,10 +378,9 @@ local function decide()
   -- passes e.
   local hs, m = {'HSET', K}, 2
   for i = 1, n do
-    local a = A + 6 * i - 7
-    local code = ARGV[a + 2]
+    local code = V[6 * i - 5]
     if code ~= 'swl' then
-      local f, p = ARGV[a + 1], pos and pos[i] or 2
+      local f, p = V[6 * i], pos and pos[i] or 2
       hs[m + 1] = f
       hs[m + 2] = st[p]
       m = m + 2
@@ -410,21 +408,32 @@ local function decide()
   end
 end
 
+local m = tonumber(ARGV[2])
+for j = 1, m do
+  local a, d = 6 * j - 3, 6 * j - 6
+  -- arithmetic converts a numeric argument more cheaply than tonumber
+  D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6] =
+    ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a]
+end
+
 local nargs = #ARGV
-local p, q = 2, 1
+local p, q = 3 + 6 * m, 1
 while p <= nargs do
   local mode = ARGV[p]
   n = tonumber(ARGV[p + 1])
-  A, KB, K = p + 2, q, KEYS[q]
+  KB, K = q, KEYS[q]
   consume = mode ~= 'p'
   k = 1
   if consume and mode ~= 'a' then k = tonumber(mode) end
-  -- the request's sliding logs, each two keys after its hash
+  -- the request's limits into V, counting its sliding logs, each two keys
+  -- after its hash
   local logs = 0
   for i = 1, n do
-    if ARGV[A + 6 * i - 5] == 'swl' then logs = logs + 1 end
+    local d, v = 6 * ARGV[p + 1 + i] - 6, 6 * i - 6
+    V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6]
+    if D[d + 1] == 'swl' then logs = logs + 1 end
   end
-  if p == 2 and A + 6 * n > nargs then
+  if p == 3 + 6 * m and p + 1 + n >= nargs then
     -- the only request: its error is the script's
     decide()
   else
@@ -436,7 +445,7 @@ while p <= nargs do
       out[o] = err
     end
   end
-  p = A + 6 * n
+  p = p + 2 + n
   q = q + 1 + 2 * logs
 end
 -- Past o: the prefilled values, or those a failed request left past its
