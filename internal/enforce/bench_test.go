@@ -24,35 +24,40 @@ package enforce
 // 1.16 - 1.28x in parallel.
 //
 // Redis store, 64 concurrent callers (BenchmarkRedisInterleaved -benchtime
-// 8x -count 3, and BenchmarkRedisStore / BenchmarkRedisRate -benchtime
-// 200000x). "Before" is commit 6070082, where each decision was one script
-// call and only identical calls of one subject shared one; "after" decides
-// a whole batch in one call (scripts/decide.lua), yields once before
-// cutting a batch under load, and builds the script's tables presized:
+// 8x, and BenchmarkRedisStore / BenchmarkRedisRate -benchtime 200000x).
+// "Before" is commit 6070082, where each decision was one script call and
+// only identical calls of one subject shared one; "after" decides a whole
+// batch in one call (scripts/decide.lua), each distinct limit's arguments
+// listed once per call, yields once before cutting a batch under load, and
+// builds the script's tables presized:
 //
 //	                                     before               after
-//	1 layer, 1k subjects, dec/s      131k - 140k          175k - 197k
-//	  over redis_rate (interleaved)  1.55 - 1.73x         2.01 - 2.18x
-//	  p50 / p99                      0.45 / 1.2 - 1.4 ms  0.31 / 0.64 - 1.3 ms
-//	3 layers, 1k subjects, dec/s     (29k, first session) 82k - 88k, p99 1.6 - 1.9 ms
-//	1 layer, one hot subject, dec/s  (134.5k, first)      269k - 327k, p99 0.56 - 0.88 ms
-//	go-redis/redis_rate/v10          73k - 94k, p99 2.3 - 4.3 ms (same runs)
+//	1 layer, 1k subjects, dec/s      131k - 140k          183k - 219k
+//	  over redis_rate (interleaved)  1.55 - 1.73x         2.26 - 2.55x
+//	  p50 / p99                      0.45 / 1.2 - 1.4 ms  0.28 - 0.32 / 0.82 - 1.16 ms
+//	3 layers, 1k subjects, dec/s     (29k, first session) 94k - 96k, p99 1.5 - 1.6 ms
+//	1 layer, one hot subject, dec/s  (134.5k, first)      250k - 327k, p99 0.56 - 0.88 ms
+//	go-redis/redis_rate/v10          75k - 92k, p99 3.2 - 3.8 ms (same runs)
 //
-// redis-benchmark -c 16 -P 16 replaying the store's own call for one
+// Along the way, before the limits were listed once per call, three sets
+// gave 2.01 - 2.18x (175k - 197k); three or four pipelines instead of two
+// made no difference beyond the noise.
+//
+// redis-benchmark -c 64 -P 16 replaying the store's own call for one
 // request (one script call per decision, the most a pipelining client of the
-// old design could reach): 148k - 156k/s, so the store (usage off) runs at
-// 1.24 - 1.32x of it; before batching the ratio was 0.70 - 0.75. Batched by
-// hand with redis-benchmark (32 requests on random subjects per call, -P 4),
-// the script itself decides 283k/s: Redis spends 3.5 - 3.8 us per decision
-// in a batch against 7.1 - 7.8 us for a request alone (redis-benchmark -P 8:
-// the fixed price of a command, EVALSHA, TIME and the reply, is paid once per
-// batch). Redis CPU, from /proc, was 6.0 us per decision before (86 % of a
-// core at 143k/s): Redis was the limit, the client used half a core.
+// old design could reach): 134k - 141k/s, so the store (usage off) runs at
+// 1.54 - 1.60x of it; before batching the ratio was 0.70 - 0.75. Batched by
+// hand with redis-benchmark (32 requests on random subjects per call, -P 8),
+// Redis spends 3.1 - 3.2 us per decision against about 8 us for a request
+// alone (the fixed price of a command, EVALSHA, TIME, the limits' arguments
+// and the reply, is paid once per batch). Redis CPU, from /proc, was 6.0 us
+// per decision before (86 % of a core at 143k/s): Redis was the limit, the
+// client used half a core. After, at 197k/s, Redis used 79 % of a core and
+// the client half of one: 64 closed-loop callers wait on two batches in
+// flight.
 //
 // Targets (2x redis_rate, 70 % of redis-benchmark, p99 under 2 ms) are met
-// in every run of this session, 2x narrowly in one (2.01x, when redis_rate
-// reached 90k); three or four pipelines instead of two made no difference
-// beyond the noise (180k - 196k).
+// in every run of this session's final code.
 //
 // End to end (scripts/bench-e2e.sh, RUNS=5, wrk -t2 -c64 -d8s on
 // /api/items/42, one anonymous subject, two layers, interleaved runs):
