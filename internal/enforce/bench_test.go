@@ -63,11 +63,11 @@ package enforce
 // /api/items/42, one anonymous subject, two layers, interleaved runs):
 //
 //	                 req/s median   share of bare
-//	bare             81.9k          100 %
-//	sluice (Redis)   49.7k          61 % (runs 47.0k - 53.0k; 61 - 62 % in four other 4 - 5 run sets)
-//	sluice_failover  48.0k          59 %
-//	memory           73.4k          90 %
-//	redis_rate       34.0k          42 %
+//	bare             82.8k          100 %
+//	sluice (Redis)   51.0k          62 % (runs 43.7k - 52.9k; 61 - 62 % in five earlier 4 - 5 run sets)
+//	sluice_failover  48.2k          58 % (59 - 60 % earlier)
+//	memory           72.8k          88 %
+//	redis_rate       34.8k          42 %
 //
 // At the start of the session (same machine, commit 6070082) sluice was at
 // 61 - 65 % in two 3-run sets, so the 60 % target was already met on a quiet
