@@ -64,7 +64,9 @@ type FailoverOptions struct {
 	// DefaultStoreTimeout) through its context's deadline, so a hung Redis
 	// costs a request at most this. The primary must honour the deadline, as
 	// RedisStore does; calling it in a goroutine to enforce the bound
-	// regardless would cost every request more than the guard is worth.
+	// regardless would cost every request more than the guard is worth. A
+	// primary whose own Timeout is no longer (a RedisStore configured as the
+	// portal does) bounds its calls itself, and no deadline is added.
 	Timeout time.Duration
 	// FailureThreshold is how many consecutive failed calls open the
 	// breaker (0 means DefaultFailureThreshold).
@@ -288,10 +290,23 @@ func (s *FailoverStore) failed(probe bool, err error) {
 	}
 }
 
+// boundedStore is a Store that fails a call itself, with
+// ErrStoreUnavailable, once the call has waited Timeout (RedisStore).
+type boundedStore interface {
+	Store
+	Timeout() time.Duration
+}
+
 // callPrimary runs one call under the timeout. A deadline that expires
 // while the caller is still waiting is the primary's failure, whatever error
 // the primary reports for it.
 func (s *FailoverStore) callPrimary(ctx context.Context, req Request, peek bool, layers []LayerResult) (Decision, error) {
+	if b, ok := s.primary.(boundedStore); ok && b.Timeout() <= s.timeout {
+		// The primary bounds its own calls (a RedisStore fails one with
+		// ErrStoreUnavailable at its Timeout): a second deadline would
+		// only cost a context and a timer per decision.
+		return allowOrPeek(ctx, s.primary, req, peek, layers)
+	}
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	d, err := allowOrPeek(tctx, s.primary, req, peek, layers)

@@ -104,7 +104,11 @@ type failoverEnv struct {
 
 const failoverCooldown = 200 * time.Millisecond
 
-func newFailoverEnv(t *testing.T, mode enforce.FailureMode) *failoverEnv {
+// newFailoverEnv puts a FailoverStore with a 50 ms timeout in front of a
+// RedisStore on a private redis-server; storeTimeout is the RedisStore's own
+// (0: its default, 100 ms, so the FailoverStore's deadline binds; 50 ms, as
+// the portal configures both, and the store's own bound is relied on).
+func newFailoverEnv(t *testing.T, mode enforce.FailureMode, storeTimeout time.Duration) *failoverEnv {
 	t.Helper()
 	e := &failoverEnv{redis: startPrivateRedis(t), reg: prometheus.NewRegistry()}
 	client := redis.NewClient(&redis.Options{
@@ -112,7 +116,7 @@ func newFailoverEnv(t *testing.T, mode enforce.FailureMode) *failoverEnv {
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond,
 	})
 	t.Cleanup(func() { client.Close() })
-	primary, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: "failover-test:"})
+	primary, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: "failover-test:", Timeout: storeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +217,7 @@ func TestFailoverModesWhenRedisStopsAndRestarts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {
-			e := newFailoverEnv(t, tc.mode)
+			e := newFailoverEnv(t, tc.mode, 0)
 			if rep := e.get(t); rep.code != 200 || rep.policy != redisPolicy || rep.degraded != "" {
 				t.Fatalf("with Redis up: %+v", rep)
 			}
@@ -255,7 +259,19 @@ func TestFailoverModesWhenRedisStopsAndRestarts(t *testing.T) {
 }
 
 func TestFailoverBoundsAHungRedis(t *testing.T) {
-	e := newFailoverEnv(t, enforce.FailLocal)
+	for _, tc := range []struct {
+		name         string
+		storeTimeout time.Duration
+	}{
+		{"FailoverDeadline", 0},
+		{"StoreDeadlineAsInThePortal", 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testFailoverBoundsAHungRedis(t, tc.storeTimeout) })
+	}
+}
+
+func testFailoverBoundsAHungRedis(t *testing.T, storeTimeout time.Duration) {
+	e := newFailoverEnv(t, enforce.FailLocal, storeTimeout)
 	if rep := e.get(t); rep.code != 200 {
 		t.Fatalf("with Redis up: %+v", rep)
 	}

@@ -273,6 +273,12 @@ func (s *RedisStore) load(ctx context.Context) error {
 	return nil
 }
 
+// Timeout is the most one decision waits, queueing included, before it
+// fails with ErrStoreUnavailable (RedisOptions.Timeout). A FailoverStore
+// in front of the store relies on it instead of a deadline of its own when
+// it is no longer than its own timeout.
+func (s *RedisStore) Timeout() time.Duration { return s.timeout }
+
 // ScriptSHA returns the SHA1 of the decision script, for tools such as
 // redis-benchmark that call it directly with EVALSHA.
 func (s *RedisStore) ScriptSHA() string { return s.sha }
