@@ -65,7 +65,7 @@ package enforce
 //	                 req/s median   share of bare
 //	bare             82.8k          100 %
 //	sluice (Redis)   51.0k          62 % (runs 43.7k - 52.9k; 61 - 62 % in five earlier 4 - 5 run sets)
-//	sluice_failover  48.2k          58 % (59 - 60 % earlier)
+//	sluice_failover  48.2k          58 % (59 - 60 % earlier; 62 % in a later set without its own deadline, sluice 64 %)
 //	memory           72.8k          88 %
 //	redis_rate       34.8k          42 %
 //
