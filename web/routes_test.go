@@ -247,3 +247,42 @@ func TestPostgresDownShowsTheOutageNotInternals(t *testing.T) {
 		t.Errorf("the page shows internal error text")
 	}
 }
+
+// TestSecurityHeaders: every UI response, signed in or not, allows only the
+// site's own scripts and styles and forbids framing; the browser tests watch
+// every page for violations of the policy.
+func TestSecurityHeaders(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name string
+		c    *client
+		path string
+	}{
+		{"SignInPage", e.anonymous(), "/signin"},
+		{"Redirect", e.anonymous(), "/"},
+		{"OperatorDashboard", e.signedIn(operatorEmail), "/admin"},
+		{"DeveloperKeys", e.signedIn(developerEmail), "/app/keys"},
+		{"NotFound", e.anonymous(), "/no-such-page"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := tc.c.get(tc.path, nil)
+			for header, want := range map[string]string{
+				"X-Frame-Options":        "DENY",
+				"X-Content-Type-Options": "nosniff",
+			} {
+				if got := res.Header.Get(header); got != want {
+					t.Errorf("%s %s = %q, want %q", tc.path, header, got, want)
+				}
+			}
+			csp := res.Header.Get("Content-Security-Policy")
+			for _, directive := range []string{"default-src 'self'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
+				if !strings.Contains(csp, directive+";") && !strings.HasSuffix(csp, directive) {
+					t.Errorf("%s Content-Security-Policy %q lacks %q", tc.path, csp, directive)
+				}
+			}
+			if strings.Contains(csp, "unsafe") {
+				t.Errorf("%s Content-Security-Policy %q allows unsafe sources", tc.path, csp)
+			}
+		})
+	}
+}
