@@ -68,6 +68,7 @@ func startRedisCluster(t *testing.T) *redis.ClusterClient {
 	return client
 }
 
+// free says whether nothing listens on 127.0.0.1:port.
 func free(port int) bool {
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {

@@ -812,8 +812,8 @@ func deliver(reqs []*redisCall, cmd *redis.Cmd) {
 	for _, l := range reqs {
 		callErr := err
 		var mine []any
+		per := 2 + 4*len(l.limits) // values of one decision
 		if callErr == nil {
-			per := 2 + 4*len(l.limits)
 			switch {
 			case len(values) > 0 && isError(values[0]):
 				callErr = classify(values[0].(error))
@@ -825,7 +825,6 @@ func deliver(reqs []*redisCall, cmd *redis.Cmd) {
 				mine, values = values[:per*l.count], values[per*l.count:]
 			}
 		}
-		per := len(mine) / max(l.count, 1)
 		j := 0
 		for c := l; c != nil; j++ {
 			next := c.next // c belongs to its caller again once signalled

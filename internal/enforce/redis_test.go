@@ -36,11 +36,9 @@ func startPrivateRedis(t *testing.T) *privateRedis {
 	}
 	for attempt := 0; attempt < 20; attempt++ {
 		port := 20000 + int(time.Now().UnixNano()%12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
+		if !free(port) {
 			continue
 		}
-		l.Close()
 		r := &privateRedis{t: t, port: port}
 		if r.start() == nil {
 			t.Cleanup(r.stop)
