@@ -62,9 +62,15 @@ type Config struct {
 	// Every instance of one portal must use the same prefix.
 	RedisPrefix string
 	// RedisTimeout bounds one rate-limit decision's wait for Redis
-	// (PORTAL_REDIS_TIMEOUT); past it the failure mode decides, and repeated
-	// timeouts open the circuit breaker.
+	// (PORTAL_REDIS_TIMEOUT); past it the failure mode decides, and an
+	// outage (failures dominating a window, see enforce.FailoverStore) opens
+	// the circuit breaker.
 	RedisTimeout time.Duration
+	// RedisNearCache is how many over-limit (subject, route) rejections each
+	// instance remembers until they could turn into admissions
+	// (PORTAL_REDIS_NEAR_CACHE), so a caller hammering past its limit costs
+	// no Redis call; 0 turns it off.
+	RedisNearCache int
 	// LastUsedInterval is how often keys' last use is written to Postgres in
 	// one batch (PORTAL_LAST_USED_INTERVAL); the dashboard's usage overview
 	// lists a newly used key at most this late.
@@ -168,8 +174,8 @@ func settings(getenv func(string) string) []setting {
 				c.TrustedProxies, err = enforce.ParseTrustedProxies(v)
 				return err
 			}},
-		{env: "PORTAL_REDIS_FAILURE_MODE", flag: "redis-failure-mode", def: string(enforce.FailOpen),
-			accepts: "open (admit, marked degraded), closed (503) or local (per-instance memory counters, limits divided by PORTAL_INSTANCES)",
+		{env: "PORTAL_REDIS_FAILURE_MODE", flag: "redis-failure-mode", def: string(enforce.FailLocal),
+			accepts: "local (per-instance memory counters, limits divided by PORTAL_INSTANCES), open (admit, marked degraded) or closed (503)",
 			set: func(c *Config, v string) error {
 				var err error
 				if c.RedisFailureMode, err = enforce.ParseFailureMode(v); err != nil {
@@ -197,13 +203,22 @@ func settings(getenv func(string) string) []setting {
 				}
 				return nil
 			}},
-		{env: "PORTAL_REDIS_TIMEOUT", flag: "redis-timeout", def: "100ms", accepts: "a duration from 1ms to 10s, e.g. 100ms",
+		{env: "PORTAL_REDIS_TIMEOUT", flag: "redis-timeout", def: enforce.DefaultStoreTimeout.String(), accepts: "a duration from 1ms to 10s, e.g. 1s",
 			set: func(c *Config, v string) error {
 				d, err := time.ParseDuration(v)
 				if err != nil || d < time.Millisecond || d > 10*time.Second {
 					return errors.New("out of range")
 				}
 				c.RedisTimeout = d
+				return nil
+			}},
+		{env: "PORTAL_REDIS_NEAR_CACHE", flag: "redis-near-cache", def: "10000", accepts: "a whole number from 0 (off) to 1000000",
+			set: func(c *Config, v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 || n > 1_000_000 {
+					return errors.New("out of range")
+				}
+				c.RedisNearCache = n
 				return nil
 			}},
 		{env: "PORTAL_LAST_USED_INTERVAL", flag: "last-used-interval", def: "1m", accepts: "a duration from 1s to 1h, e.g. 1m",

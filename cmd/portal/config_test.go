@@ -21,8 +21,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Addr: ":8080", DataDir: cfg.DataDir, AdminEmail: "admin@localhost", RedisFailureMode: "open",
-		Instances: 1, RedisPrefix: "sluice:", RedisTimeout: 100 * time.Millisecond, LastUsedInterval: time.Minute, LogLevel: "info", Migrate: true, Demo: true,
+		Addr: ":8080", DataDir: cfg.DataDir, AdminEmail: "admin@localhost", RedisFailureMode: "local",
+		Instances: 1, RedisPrefix: "sluice:", RedisTimeout: time.Second, RedisNearCache: 10000, LastUsedInterval: time.Minute, LogLevel: "info", Migrate: true, Demo: true,
 		ShutdownTimeout: 15 * time.Second,
 	}
 	if !equalConfig(cfg, want) || len(rest) != 0 {
@@ -38,7 +38,7 @@ func equalConfig(a, b Config) bool {
 		a.AdminEmail == b.AdminEmail && a.AdminPassword == b.AdminPassword && a.AdminToken == b.AdminToken &&
 		string(a.SessionSecret) == string(b.SessionSecret) && slices.Equal(a.TrustedProxies, b.TrustedProxies) &&
 		a.RedisFailureMode == b.RedisFailureMode && a.Instances == b.Instances && a.RedisPrefix == b.RedisPrefix &&
-		a.RedisTimeout == b.RedisTimeout && a.LastUsedInterval == b.LastUsedInterval && a.LogJSON == b.LogJSON &&
+		a.RedisTimeout == b.RedisTimeout && a.RedisNearCache == b.RedisNearCache && a.LastUsedInterval == b.LastUsedInterval && a.LogJSON == b.LogJSON &&
 		a.LogLevel == b.LogLevel && a.Migrate == b.Migrate && a.Demo == b.Demo && a.ShutdownTimeout == b.ShutdownTimeout
 }
 
@@ -58,6 +58,7 @@ func TestLoadConfigValues(t *testing.T) {
 		"PORTAL_REDIS_PREFIX":       "sluice:staging:",
 		"PORTAL_LAST_USED_INTERVAL": "5s",
 		"PORTAL_REDIS_TIMEOUT":      "250ms",
+		"PORTAL_REDIS_NEAR_CACHE":   "0",
 		"PORTAL_LOG_FORMAT":         "json",
 		"PORTAL_LOG_LEVEL":          "debug",
 		"PORTAL_MIGRATE":            "false",
@@ -127,7 +128,7 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"PORTAL_SESSION_SECRET", "hunter2", "invalid PORTAL_SESSION_SECRET (-session-secret) (value hidden): 7 bytes; want at least 32 bytes"},
 		{"PORTAL_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local", "invalid PORTAL_TRUSTED_PROXIES (-trusted-proxies) \"10.0.0.0/8,proxy.local\": trusted proxy \"proxy.local\""},
 		{"PORTAL_TRUSTED_PROXIES", "10.0.0.0/33", "trusted proxy \"10.0.0.0/33\""},
-		{"PORTAL_REDIS_FAILURE_MODE", "maybe", "invalid PORTAL_REDIS_FAILURE_MODE (-redis-failure-mode) \"maybe\": unknown mode; want open (admit, marked degraded), closed (503) or local"},
+		{"PORTAL_REDIS_FAILURE_MODE", "maybe", "invalid PORTAL_REDIS_FAILURE_MODE (-redis-failure-mode) \"maybe\": unknown mode; want local (per-instance memory counters, limits divided by PORTAL_INSTANCES), open (admit, marked degraded) or closed (503)"},
 		{"PORTAL_INSTANCES", "0", "invalid PORTAL_INSTANCES (-instances) \"0\": out of range; want a whole number from 1 to 1000"},
 		{"PORTAL_INSTANCES", "two", "invalid PORTAL_INSTANCES (-instances) \"two\""},
 		{"PORTAL_REDIS_PREFIX", "app:{x}:", "invalid PORTAL_REDIS_PREFIX (-redis-prefix) \"app:{x}:\": contains a brace or a space; want 1 to 64 characters"},
@@ -135,6 +136,8 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"PORTAL_REDIS_PREFIX", strings.Repeat("p", 65), "invalid PORTAL_REDIS_PREFIX (-redis-prefix) \"" + strings.Repeat("p", 65) + "\": length out of range"},
 		{"PORTAL_REDIS_TIMEOUT", "0", "invalid PORTAL_REDIS_TIMEOUT (-redis-timeout) \"0\": out of range; want a duration from 1ms to 10s"},
 		{"PORTAL_REDIS_TIMEOUT", "1m", "invalid PORTAL_REDIS_TIMEOUT (-redis-timeout) \"1m\": out of range"},
+		{"PORTAL_REDIS_NEAR_CACHE", "-1", "invalid PORTAL_REDIS_NEAR_CACHE (-redis-near-cache) \"-1\": out of range; want a whole number from 0 (off) to 1000000"},
+		{"PORTAL_REDIS_NEAR_CACHE", "lots", "invalid PORTAL_REDIS_NEAR_CACHE (-redis-near-cache) \"lots\": out of range"},
 		{"PORTAL_LAST_USED_INTERVAL", "10ms", "invalid PORTAL_LAST_USED_INTERVAL (-last-used-interval) \"10ms\": out of range; want a duration from 1s to 1h"},
 		{"PORTAL_LAST_USED_INTERVAL", "2h", "invalid PORTAL_LAST_USED_INTERVAL (-last-used-interval) \"2h\": out of range"},
 		{"PORTAL_LOG_FORMAT", "xml", "invalid PORTAL_LOG_FORMAT (-log-format) \"xml\": unknown format; want text or json"},

@@ -82,11 +82,15 @@ func redisOptions(raw string) (*redis.UniversalOptions, string, error) {
 		}
 		kind = "server"
 	}
-	// A rate limiter must answer fast or not at all: the failure mode takes
-	// over when Redis is slow, so keep timeouts short.
+	// The rate-limit store bounds each decision and each round trip itself
+	// (PORTAL_REDIS_TIMEOUT, through its commands' contexts), so a busy
+	// host's stall shorter than that is waited out. The socket timeouts are
+	// only a backstop for calls without a deadline: at PORTAL_REDIS_TIMEOUT's
+	// maximum, so that they never cut a decision short.
+	opts.ContextTimeoutEnabled = true
 	opts.DialTimeout = 2 * time.Second
-	opts.ReadTimeout = 500 * time.Millisecond
-	opts.WriteTimeout = 500 * time.Millisecond
+	opts.ReadTimeout = 10 * time.Second
+	opts.WriteTimeout = 10 * time.Second
 	return opts, fmt.Sprintf("redis %s at %s", kind, strings.Join(opts.Addrs, ",")), nil
 }
 

@@ -71,6 +71,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	if d.redis != nil {
 		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{
 			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics,
+			NegativeCacheSize: d.cfg.RedisNearCache,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script: %w", err)

@@ -16,9 +16,12 @@ const (
 	// answer instead of a 429. Its value is the name of the policy that was
 	// exceeded.
 	HeaderDegraded = "Sluice-Degraded"
-	// HeaderStoreDegraded marks a response admitted without a decision
-	// because the rate-limit store was unreachable and the failure mode is
-	// "open". Its value is "store-unavailable".
+	// HeaderStoreDegraded marks a response decided without the shared
+	// rate-limit store because it was unreachable: "local" when the failure
+	// mode is local and this instance's own counters decided (every
+	// rate-limit header kept, describing the local figures), or
+	// "store-unavailable" when the failure mode is open and the request was
+	// admitted without a decision.
 	HeaderStoreDegraded = "Sluice-RateLimit-Degraded"
 	// HeaderQueueDelay is set when the request waited its turn in a queue-mode
 	// tier before the handler ran (or, for an asynchronous handler, when its

@@ -125,6 +125,11 @@ type Decision struct {
 	// exact reset instant whatever time the caller reads its own clock. The
 	// zero Time means the store did not say; callers then use their clock.
 	At time.Time
+	// Local is true when a FailoverStore's local store decided because the
+	// shared store was unreachable: the layers describe the local figures
+	// (each limit divided by the instance count), and the middleware marks
+	// the response with HeaderStoreDegraded "local".
+	Local bool
 }
 
 // LayerResult is one limit's part of a Decision.

@@ -174,6 +174,11 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			policy = ""
 		}
 		writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
+		if d.Local {
+			// Decided on this instance's own counters while Redis is
+			// unreachable: the headers describe those figures.
+			h.Set(HeaderStoreDegraded, "local")
+		}
 		st.decision = d
 
 		if !d.Allowed {

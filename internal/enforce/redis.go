@@ -30,8 +30,12 @@ type RedisOptions struct {
 	// It may not contain braces: the subject's hash tag must be the key's
 	// first.
 	Prefix string
-	// Timeout bounds one decision, queueing included (default 100ms); past
-	// it the decision fails with ErrStoreUnavailable.
+	// Timeout bounds one decision, queueing included (default
+	// DefaultStoreTimeout); past it the decision fails with
+	// ErrStoreUnavailable. It also bounds each batch's round trip, through
+	// the context of its commands: give the client ContextTimeoutEnabled
+	// and socket timeouts no shorter, or a busy Redis fails whole batches
+	// at the socket's timeout instead.
 	Timeout time.Duration
 	// Now is for tests only: when set, the script takes its time from Now
 	// instead of Redis TIME, so a test controls the clock. Production leaves
@@ -111,6 +115,9 @@ type RedisStore struct {
 	onePerScript bool
 	metrics      *storeMetrics
 	negative     *negativeCache
+	// batches numbers the batches sent; a failed batch's number is the
+	// cause its calls' errors carry (see batchError).
+	batches atomic.Uint64
 
 	calls      sync.Pool
 	argsMu     sync.Mutex                           // serialises writers of args
@@ -140,6 +147,9 @@ type redisCall struct {
 	// coalesce): the first call carries count, the others hang off next.
 	next  *redisCall
 	count int
+	// batch is the number of the batch the call was sent in, 0 while it is
+	// queued; the caller reads it when its wait times out.
+	batch atomic.Uint64
 }
 
 func (s *RedisStore) getCall() *redisCall {
@@ -157,6 +167,7 @@ func (s *RedisStore) putCall(c *redisCall) {
 	clear(c.limits)
 	c.keys, c.limits, c.reply, c.err, c.now = c.keys[:0], c.limits[:0], c.reply[:0], nil, ""
 	c.next, c.count = nil, 0
+	c.batch.Store(0)
 	s.calls.Put(c)
 }
 
@@ -199,7 +210,7 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 		s.usageFlush = time.Second
 	}
 	if s.timeout <= 0 {
-		s.timeout = 100 * time.Millisecond
+		s.timeout = DefaultStoreTimeout
 	}
 	if s.clock == nil {
 		s.clock = time.Now
@@ -307,18 +318,18 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 		return Decision{}, err
 	}
 	var negKey string
+	clock := s.clock()
 	if consume && s.negative != nil {
 		negKey = req.Subject + "\x00" + req.Route
-		now := s.clock()
-		if d, ok := s.negative.get(negKey, req.Limits, now); ok {
+		if d, ok := s.negative.get(negKey, req.Limits, clock); ok {
 			if s.usage {
-				s.tally.add(req.Subject, req.Route, usageBucketStart(now.Unix()), false)
+				s.tally.add(req.Subject, req.Route, usageBucketStart(clock.Unix()), false)
 			}
 			s.metrics.count(false)
 			return d, nil
 		}
 	}
-	call, err := s.prepare(req, consume)
+	call, err := s.prepare(req, consume, clock)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -348,7 +359,11 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 	}
 	s.putCall(call)
 	if negKey != "" && !d.Allowed {
-		s.negative.put(negKey, req.Limits, d, s.clock())
+		// Counted from before the request was sent, which is no later than
+		// the script's now: the rejection is forgotten no later than the
+		// instant an admission becomes possible, whatever the reply's
+		// latency or the hosts' clock skew.
+		s.negative.put(negKey, req.Limits, d, clock)
 	}
 	s.metrics.count(d.Allowed)
 	return d, nil
@@ -385,6 +400,9 @@ func (c *negativeCache) get(key string, limits []Limit, now time.Time) (Decision
 	}
 	elapsed := now.Sub(e.at)
 	d := Decision{Layers: make([]LayerResult, len(limits))}
+	if !e.decision.At.IsZero() {
+		d.At = e.decision.At.Add(elapsed)
+	}
 	for i, l := range e.decision.Layers {
 		l.ResetAfter = max(0, l.ResetAfter-elapsed)
 		if !l.Allowed {
@@ -426,14 +444,13 @@ func (c *negativeCache) put(key string, limits []Limit, d Decision, now time.Tim
 
 // prepare builds the request's keys and finds its limits' script arguments
 // (see scripts/decide.lua).
-func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
+func (s *RedisStore) prepare(req Request, consume bool, clock time.Time) (*redisCall, error) {
 	call := s.getCall()
 	keys, limits := call.keys, call.limits
 	call.mode = "p"
 	if consume {
 		call.mode = "a"
 	}
-	clock := s.clock()
 	if s.testNow != nil {
 		call.now = strconv.FormatInt(clock.UnixMicro(), 10)
 	}
@@ -569,7 +586,8 @@ func (s *RedisStore) do(ctx context.Context, call *redisCall) error {
 	case s.queue <- call:
 	case <-timer.C:
 		s.putCall(call)
-		return fmt.Errorf("%w: no pipeline free within %s", ErrStoreUnavailable, s.timeout)
+		// Stuck behind the batches in flight: their failure, not a new one.
+		return &batchError{batch: s.batches.Load(), err: fmt.Errorf("%w: no pipeline free within %s", ErrStoreUnavailable, s.timeout)}
 	case <-ctx.Done():
 		s.putCall(call)
 		return ctx.Err()
@@ -585,20 +603,38 @@ func (s *RedisStore) wait(ctx context.Context, call *redisCall) error {
 	timer := call.timer
 	select {
 	case <-call.done:
-		if call.err != nil {
-			err := call.err
-			s.putCall(call)
-			return err
-		}
-		return nil
+		return s.replied(call)
 	case <-timer.C:
+		select {
+		case <-call.done:
+			// The reply is here too: this goroutine ran late (a starved
+			// host) and select picks among ready cases at random. The
+			// decision is Redis's; do not throw it away.
+			return s.replied(call)
+		default:
+		}
 		// The script may still run; the caller treats the decision as
 		// unavailable, which the failure mode then governs. The worker
-		// still owns call, so it is not pooled.
-		return fmt.Errorf("%w: no reply within %s: %w", ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
+		// still owns call, so it is not pooled. A call still queued waits
+		// behind the latest batch, and shares its cause.
+		batch := call.batch.Load()
+		if batch == 0 {
+			batch = s.batches.Load()
+		}
+		return &batchError{batch: batch, err: fmt.Errorf("%w: no reply within %s: %w", ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// replied returns the outcome of call, whose reply has arrived.
+func (s *RedisStore) replied(call *redisCall) error {
+	if call.err != nil {
+		err := call.err
+		s.putCall(call)
+		return err
+	}
+	return nil
 }
 
 // work sends whatever decisions are queued as one batch, so an idle store
@@ -718,6 +754,10 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	start := time.Now()
+	gen := s.batches.Add(1)
+	for _, c := range batch {
+		c.batch.Store(gen)
+	}
 	leaders := w.coalesce(batch)
 	scripts := w.group(leaders, s.onePerScript)
 	cmds := s.exec(ctx, w, leaders, scripts)
@@ -742,7 +782,7 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher) {
 		s.metrics.batch.Observe(float64(len(batch)))
 	}
 	for i, sc := range scripts {
-		deliver(leaders[sc.from:sc.to], cmds[i])
+		deliver(leaders[sc.from:sc.to], cmds[i], gen)
 	}
 }
 
@@ -802,12 +842,15 @@ func (s *RedisStore) evalSha(ctx context.Context, c redis.Scripter, w *batcher, 
 // deliver hands each request of one script call its values from cmd's
 // reply ({now, then per request and coalesced call: allowed, delay, four per
 // limit}, or an error in place of a request's values) and signals its
-// callers. Each caller's reply is allowed, delay, now, four per limit.
-func deliver(reqs []*redisCall, cmd *redis.Cmd) {
+// callers. Each caller's reply is allowed, delay, now, four per limit. An
+// error carries the batch's number, gen: the calls failed together.
+func deliver(reqs []*redisCall, cmd *redis.Cmd, gen uint64) {
 	values, err := replyValues(cmd)
 	var now int64
 	if err == nil {
 		now, values = values[0].(int64), values[1:]
+	} else {
+		err = &batchError{batch: gen, err: err}
 	}
 	for _, l := range reqs {
 		callErr := err
@@ -816,7 +859,7 @@ func deliver(reqs []*redisCall, cmd *redis.Cmd) {
 		if callErr == nil {
 			switch {
 			case len(values) > 0 && isError(values[0]):
-				callErr = classify(values[0].(error))
+				callErr = &batchError{batch: gen, err: classify(values[0].(error))}
 				values = values[1:]
 			case len(values) < per*l.count:
 				callErr = fmt.Errorf("rate-limit script: reply too short: %d values left for %d calls of %d limits", len(values), l.count, len(l.limits))
@@ -837,6 +880,21 @@ func deliver(reqs []*redisCall, cmd *redis.Cmd) {
 		}
 	}
 }
+
+// batchError is the failure of a call that failed with the rest of its
+// batch (one script call or pipeline, or the queue behind one): a
+// FailoverStore counts the failures of one batch as one, so one stalled
+// round trip under 64 callers is not taken for 64 failures.
+type batchError struct {
+	batch uint64
+	err   error
+}
+
+func (e *batchError) Error() string { return e.err.Error() }
+func (e *batchError) Unwrap() error { return e.err }
+
+// FailureCause is the number of the batch, shared by its calls' errors.
+func (e *batchError) FailureCause() uint64 { return e.batch }
 
 func isError(v any) bool {
 	_, ok := v.(error)

@@ -388,8 +388,9 @@ func TestRedisStoreScriptCalls(t *testing.T) {
 				}
 				wg.Add(1)
 				go decide(0)
-				waitFor(t, func() bool { return len(store.queue) == 0 })
-				time.Sleep(50 * time.Millisecond) // the worker sends it and waits
+				// The worker has cut its batch (and numbered it) before it
+				// sends it: from then on, new decisions queue.
+				waitFor(t, func() bool { return store.batches.Load() == 1 })
 				for i := 1; i <= queued; i++ {
 					wg.Add(1)
 					go decide(i)
@@ -496,7 +497,7 @@ func runTogether(t *testing.T, store *RedisStore, reqs []Request, consume []bool
 	t.Helper()
 	calls := make([]*redisCall, len(reqs))
 	for i, req := range reqs {
-		c, err := store.prepare(req, consume[i])
+		c, err := store.prepare(req, consume[i], store.clock())
 		if err != nil {
 			t.Fatal(err)
 		}
