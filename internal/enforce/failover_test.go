@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -321,6 +322,110 @@ func TestParseFailureMode(t *testing.T) {
 			got, err := enforce.ParseFailureMode(tc.in)
 			if got != tc.want || (err != nil) != tc.wantErr {
 				t.Errorf("ParseFailureMode(%q) = %q, %v", tc.in, got, err)
+			}
+		})
+	}
+}
+
+// portalLikeClient is a client of the private Redis configured as the
+// portal's (cmd/portal/redis.go): contexts bound each round trip, socket
+// timeouts only a backstop.
+func portalLikeClient(t *testing.T, p *privateRedis) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, PoolSize: 64})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestStallsAreWaitedOut freezes a private redis-server for 150 ms at a
+// time, ten times, under 64 concurrent callers on one subject, with the
+// default timeout and breaker, as the portal runs them: the breaker never
+// opens, and no fixed window admits more than the limit (admissions counted
+// per window of the decision's own clock, Redis's TIME, or the local
+// store's for a decision that fell back).
+func TestStallsAreWaitedOut(t *testing.T) {
+	for _, near := range []int{0, 10000} {
+		t.Run(fmt.Sprintf("NearCache%d", near), func(t *testing.T) {
+			p := startPrivateRedis(t)
+			primary, err := enforce.NewRedisStore(portalLikeClient(t, p), enforce.RedisOptions{Prefix: "stall:", NegativeCacheSize: near})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { primary.Close() })
+			reg := prometheus.NewRegistry()
+			store := enforce.NewFailoverStore(primary, enforce.FailoverOptions{
+				Local: enforce.NewMemoryStore(enforce.MemoryOptions{}), Registerer: reg,
+			})
+			const limit, window = 100, time.Second
+			req := enforce.Request{Subject: "key:hot", Route: "GET /api/search",
+				Limits: []enforce.Limit{{Name: "hot", Algorithm: enforce.FixedWindow, Limit: limit, Window: window}}}
+
+			var (
+				mu       sync.Mutex
+				byWindow = map[int64]int{}
+				local    int
+				stop     = make(chan struct{})
+				wg       sync.WaitGroup
+				errs     = make(chan error, 64)
+			)
+			for range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						d, err := store.Allow(context.Background(), req)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if d.Allowed {
+							mu.Lock()
+							byWindow[d.At.UnixNano()/int64(window)]++
+							if d.Local {
+								local++
+							}
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			for range 10 {
+				p.freeze()
+				time.Sleep(150 * time.Millisecond) // the stall itself, not a wait for an event
+				p.thaw()
+				time.Sleep(150 * time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+
+			if state := store.BreakerState(); state != "closed" {
+				t.Errorf("breaker %s after ten 150 ms stalls", state)
+			}
+			if opens := gatherValue(t, reg, "sluice_store_breaker_opens_total", map[string]string{"reason": "timeouts"}) +
+				gatherValue(t, reg, "sluice_store_breaker_opens_total", map[string]string{"reason": "errors"}); opens != 0 {
+				t.Errorf("breaker opened %v times", opens)
+			}
+			total := 0
+			for w, n := range byWindow {
+				total += n
+				if n > limit {
+					t.Errorf("window %d admitted %d, limit %d", w, n, limit)
+				}
+			}
+			t.Logf("%d windows, %d admitted, %d of them locally, %v failed calls", len(byWindow), total, local,
+				gatherValue(t, reg, "sluice_store_failures_total", nil))
+			if total == 0 {
+				t.Error("nothing admitted: the callers never reached Redis")
 			}
 		})
 	}
