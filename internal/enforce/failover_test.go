@@ -430,3 +430,161 @@ func TestStallsAreWaitedOut(t *testing.T) {
 		})
 	}
 }
+
+// outageFleet is two instances in local failure mode: each a FailoverStore
+// over its own RedisStore on one private redis-server, with its own memory
+// store for the outage. Decisions run on one stepped clock (Redis's script
+// and the memory stores take it), the breakers on another.
+type outageFleet struct {
+	redis     *privateRedis
+	instances []*enforce.FailoverStore
+	decisions *mwClock
+	breakers  *mwClock
+}
+
+func newOutageFleet(t *testing.T) *outageFleet {
+	t.Helper()
+	f := &outageFleet{redis: startPrivateRedis(t), decisions: newMWClock(time.Unix(1_800_000_000, 0)), breakers: newMWClock(time.Unix(0, 0))}
+	for range 2 {
+		client := redis.NewClient(&redis.Options{Addr: f.redis.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
+		t.Cleanup(func() { client.Close() })
+		// A short timeout, so that a frozen Redis fails calls quickly; the
+		// bound does not depend on it.
+		rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: "outage:", Now: f.decisions.Now, Timeout: 200 * time.Millisecond, DisableUsage: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		f.instances = append(f.instances, enforce.NewFailoverStore(rs, enforce.FailoverOptions{
+			Local: enforce.NewMemoryStore(enforce.MemoryOptions{Now: f.decisions.Now}), Instances: 2, Now: f.breakers.Now,
+		}))
+	}
+	return f
+}
+
+// hammer sends attempts requests from 8 goroutines per instance and returns
+// how many Redis and the local stores admitted.
+func (f *outageFleet) hammer(t *testing.T, attempts int, req enforce.Request) (shared, local int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	next := make(chan struct{}, attempts)
+	for range attempts {
+		next <- struct{}{}
+	}
+	close(next)
+	for _, s := range f.instances {
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range next {
+					d, err := s.Allow(context.Background(), req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if d.Allowed {
+						mu.Lock()
+						if d.Local {
+							local++
+						} else {
+							shared++
+						}
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return shared, local
+}
+
+// recover passes the breakers' cool-down and probes (Peek, which consumes
+// nothing) until every instance decides with Redis again.
+func (f *outageFleet) recover(t *testing.T, req enforce.Request) {
+	t.Helper()
+	for range 50 {
+		f.breakers.Advance(enforce.DefaultBreakerCooldown)
+		closed := 0
+		for _, s := range f.instances {
+			d, err := s.Peek(context.Background(), req)
+			if err == nil && !d.Local && s.BreakerState() == "closed" {
+				closed++
+			}
+		}
+		if closed == len(f.instances) {
+			return
+		}
+	}
+	t.Fatal("the instances did not return to Redis after 50 cool-downs")
+}
+
+// TestLocalModeBoundsAnOutage checks the bound README states for the local
+// failure mode, with limit L = 10 per minute and N = 2 instances, each
+// deciding alone with ceil(L/N) = 5: in the window in which Redis fails, and
+// in the window in which it returns, a subject is admitted at most
+// L + N*ceil(L/N) = 20; when Redis comes back empty (restarted without
+// persistence) in the very window it failed in, at most 2L + N*ceil(L/N) =
+// 30. The fleet is driven to each bound, so the test shows the bound is the
+// most, and that it is reached.
+func TestLocalModeBoundsAnOutage(t *testing.T) {
+	const L, N = 10, 2
+	perInstance := (L + N - 1) / N
+	bound := L + N*perInstance
+	req := enforce.Request{Subject: "key:outage", Route: "GET /api/search",
+		Limits: []enforce.Limit{{Name: "fw", Algorithm: enforce.FixedWindow, Limit: L, Window: time.Minute}}}
+
+	t.Run("RedisStopsThenReturnsInTheNextWindow", func(t *testing.T) {
+		f := newOutageFleet(t)
+		shared, _ := f.hammer(t, 3*L, req)
+		f.redis.stop()
+		_, local := f.hammer(t, 6*L, req)
+		if got := shared + local; got > bound || shared != L {
+			t.Errorf("failing window admitted %d (%d by Redis, %d locally), want at most %d with Redis's exactly %d", got, shared, local, bound, L)
+		}
+
+		f.decisions.Advance(time.Minute) // the next window, Redis still down
+		_, local = f.hammer(t, 6*L, req)
+		f.redis.start()
+		f.recover(t, req)
+		shared, local2 := f.hammer(t, 3*L, req)
+		if got := local + local2 + shared; got > bound {
+			t.Errorf("returning window admitted %d (%d locally, then %d by Redis and %d locally), want at most %d", got, local, shared, local2, bound)
+		}
+		if local != N*perInstance || shared != L || local2 != 0 {
+			t.Errorf("returning window: %d locally, then %d by Redis and %d locally; want %d, %d, 0", local, shared, local2, N*perInstance, L)
+		}
+	})
+	t.Run("RedisFreezesAndThawsWithItsCounters", func(t *testing.T) {
+		f := newOutageFleet(t)
+		shared, _ := f.hammer(t, 3*L, req)
+		f.redis.freeze()
+		_, local := f.hammer(t, 6*L, req)
+		f.redis.thaw()
+		f.recover(t, req)
+		shared2, local2 := f.hammer(t, 3*L, req)
+		if got := shared + local + shared2 + local2; got > bound || shared2 != 0 {
+			t.Errorf("window admitted %d (%d by Redis, %d locally, then %d by Redis, %d locally), want at most %d, none by Redis after the thaw",
+				got, shared, local, shared2, local2, bound)
+		}
+	})
+	t.Run("RedisRestartsEmptyInTheWindowItFailed", func(t *testing.T) {
+		f := newOutageFleet(t)
+		shared, _ := f.hammer(t, 3*L, req)
+		f.redis.stop()
+		_, local := f.hammer(t, 6*L, req)
+		f.redis.start()
+		f.recover(t, req)
+		shared2, _ := f.hammer(t, 3*L, req)
+		if got, most := shared+local+shared2, 2*L+N*perInstance; got > most {
+			t.Errorf("window admitted %d (%d by Redis, %d locally, %d by the emptied Redis), want at most %d", got, shared, local, shared2, most)
+		}
+	})
+}
