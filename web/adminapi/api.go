@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -199,9 +200,20 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, enforce.ErrStoreUnavailable):
 		a.logger.Error("admin api: rate-limit store unavailable",
 			"request_id", requestID(r.Context()), "method", r.Method, "pattern", r.Pattern, "err", err)
+		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, Problem{
 			Type: typeUnavailable, Title: "Counters unavailable", Status: http.StatusServiceUnavailable,
 			Detail: "The rate-limit store cannot be reached, so live usage is unknown; try again shortly.",
+		})
+	case a.postgresDown(r.Context()):
+		// An unexpected failure while Postgres is unreachable is that
+		// outage: a temporary condition, answered as one, as the UI does.
+		a.logger.Error("admin api: Postgres unreachable",
+			"request_id", requestID(r.Context()), "method", r.Method, "pattern", r.Pattern, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(postgresRetryAfter))
+		writeProblem(w, r, Problem{
+			Type: typeUnavailable, Title: "Store of record unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "Postgres, which holds plans, keys and users, cannot be reached right now, so the request could not be completed; retry after Retry-After seconds. Enforcement continues on the last snapshot.",
 		})
 	default:
 		id := requestID(r.Context())
@@ -212,6 +224,19 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: fmt.Sprintf(internalErrorDetailFmt, id),
 		})
 	}
+}
+
+// postgresRetryAfter is the Retry-After, in seconds, of a 503 for a
+// Postgres outage: long enough not to hammer a database coming back, short
+// enough for automation to finish soon after it does.
+const postgresRetryAfter = 5
+
+// postgresDown reports whether Postgres fails a ping now, bounded so that an
+// unreachable host does not hold the answer for long.
+func (a *api) postgresDown(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
+	defer cancel()
+	return a.pool.Ping(ctx) != nil
 }
 
 func validationProblem(fields []FieldError) Problem {

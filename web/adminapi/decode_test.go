@@ -142,7 +142,9 @@ func TestInternalErrorsAreOpaqueAndLoggedOnce(t *testing.T) {
 	srv := httptest.NewServer(New(Deps{
 		Plans: plans.NewService(closed, testRoutes, logger), Keys: apikeys.NewService(closed, testRoutes, logger),
 		Tokens: optokens.NewStore(pool, testBootstrap), Store: enforce.NewMemoryStore(enforce.MemoryOptions{}),
-		Pool: closed, Logger: logger,
+		// Postgres itself answers (its ping succeeds): the failure is a bug,
+		// not an outage, which TestPostgresOutageAnswers503 covers.
+		Pool: pool, Logger: logger,
 	}))
 	defer srv.Close()
 
