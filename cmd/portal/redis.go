@@ -84,22 +84,23 @@ func redisOptions(raw string) (*redis.UniversalOptions, string, error) {
 	}
 	// The rate-limit store bounds each decision and each round trip itself
 	// (PORTAL_REDIS_TIMEOUT, through its commands' contexts), so a busy
-	// host's stall shorter than that is waited out. The socket timeouts are
-	// only a backstop for calls without a deadline: at PORTAL_REDIS_TIMEOUT's
-	// maximum, so that they never cut a decision short.
+	// host's stall shorter than that is waited out; openRedis sets the
+	// socket timeouts to the same, for calls without a deadline.
 	opts.ContextTimeoutEnabled = true
 	opts.DialTimeout = 2 * time.Second
-	opts.ReadTimeout = 10 * time.Second
-	opts.WriteTimeout = 10 * time.Second
 	return opts, fmt.Sprintf("redis %s at %s", kind, strings.Join(opts.Addrs, ",")), nil
 }
 
-// openRedis connects to REDIS_URL and checks it answers.
-func openRedis(ctx context.Context, raw string) (redis.UniversalClient, string, error) {
+// openRedis connects to REDIS_URL and checks it answers. timeout is
+// PORTAL_REDIS_TIMEOUT: a socket timeout no shorter than the decisions'
+// never cuts one short (a batch's context expires first), and it bounds the
+// calls that carry no deadline of their own.
+func openRedis(ctx context.Context, raw string, timeout time.Duration) (redis.UniversalClient, string, error) {
 	opts, desc, err := redisOptions(raw)
 	if err != nil {
 		return nil, "", err
 	}
+	opts.ReadTimeout, opts.WriteTimeout = timeout, timeout
 	client := redis.NewUniversalClient(opts)
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

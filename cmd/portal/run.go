@@ -203,7 +203,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 
 	var rdb redis.UniversalClient
 	if cfg.RedisURL != "" {
-		client, desc, err := openRedis(ctx, cfg.RedisURL)
+		client, desc, err := openRedis(ctx, cfg.RedisURL, cfg.RedisTimeout)
 		if err != nil {
 			return fmt.Errorf("REDIS_URL: %w; check REDIS_URL, or unset it to keep counters in memory (one instance only)", err)
 		}
