@@ -462,19 +462,19 @@ func newOutageFleet(t *testing.T) *outageFleet {
 	return f
 }
 
-// hammer sends attempts requests from 8 goroutines per instance and returns
-// how many Redis and the local stores admitted.
+// hammer sends attempts requests, half through each instance from 8
+// goroutines each, and returns how many Redis and the local stores admitted.
 func (f *outageFleet) hammer(t *testing.T, attempts int, req enforce.Request) (shared, local int) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
-	next := make(chan struct{}, attempts)
-	for range attempts {
-		next <- struct{}{}
-	}
-	close(next)
 	for _, s := range f.instances {
+		next := make(chan struct{}, attempts)
+		for range attempts / len(f.instances) {
+			next <- struct{}{}
+		}
+		close(next)
 		for range 8 {
 			wg.Add(1)
 			go func() {
