@@ -588,3 +588,58 @@ func TestLocalModeBoundsAnOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestAHungRedisOpensTheBreaker is the other side of TestStallsAreWaitedOut:
+// with the same defaults and 64 callers, a Redis that stays frozen is an
+// outage; the breaker opens (saying the failures were timeouts), the
+// callers are decided locally, and once Redis thaws the probes close it.
+func TestAHungRedisOpensTheBreaker(t *testing.T) {
+	p := startPrivateRedis(t)
+	primary, err := enforce.NewRedisStore(portalLikeClient(t, p), enforce.RedisOptions{Prefix: "hung:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { primary.Close() })
+	reg := prometheus.NewRegistry()
+	store := enforce.NewFailoverStore(primary, enforce.FailoverOptions{
+		Local: enforce.NewMemoryStore(enforce.MemoryOptions{}), Registerer: reg,
+	})
+	req := enforce.Request{Subject: "key:hung", Route: "GET /api/search",
+		Limits: []enforce.Limit{{Name: "l", Algorithm: enforce.FixedWindow, Limit: 1e9, Window: time.Hour}}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := store.Allow(context.Background(), req); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	waitState := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); store.BreakerState() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("breaker %s after 30 s, want %s", store.BreakerState(), want)
+			}
+		}
+	}
+	p.freeze()
+	waitState("open")
+	if got := gatherValue(t, reg, "sluice_store_breaker_opens_total", map[string]string{"reason": "timeouts"}); got != 1 {
+		t.Errorf("opens{reason=timeouts} = %v, want 1", got)
+	}
+	p.thaw()
+	waitState("closed")
+}
