@@ -72,7 +72,8 @@ type RedisOptions struct {
 	// hammers past its limit (rejections answered locally are still counted
 	// in usage). The price: a counter reset by hand in Redis is noticed only
 	// when the cached rejection runs out. A changed limit is a different
-	// request and misses the cache. Off by default.
+	// request and misses the cache. Off by default here; the portal turns
+	// it on (PORTAL_REDIS_NEAR_CACHE, 10,000 entries by default).
 	NegativeCacheSize int
 }
 
