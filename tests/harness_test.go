@@ -190,11 +190,35 @@ var listeningRE = regexp.MustCompile(`Sluice is listening on (http://\S+)`)
 // test's artifact directory and its tail printed.
 func startPortal(t *testing.T) *portal {
 	t.Helper()
+	return startPortalWith(t, portalConfig{})
+}
+
+// portalConfig changes what startPortalWith gives the program.
+type portalConfig struct {
+	// redisURL, when set, is the program's REDIS_URL in place of the
+	// tests' shared Redis, and rdb the test's own client to it.
+	redisURL string
+	rdb      redis.UniversalClient
+	// env adds to or replaces the program's environment.
+	env map[string]string
+}
+
+// startPortalWith is startPortal with cfg's changes.
+func startPortalWith(t *testing.T, cfg portalConfig) *portal {
+	t.Helper()
 	bin := binary(t)
 	// Registered first, so cleaned up last: the database is dropped and the
 	// Redis keys deleted after the program has stopped.
 	dbURL := testenv.PostgresURL(t)
-	rdb, prefix := testenv.Redis(t)
+	var rdb redis.UniversalClient
+	var prefix, redisURL string
+	if cfg.redisURL == "" {
+		rdb, prefix = testenv.Redis(t)
+		redisURL = testenv.RedisURL(t)
+	} else {
+		// A private Redis the test started: nothing else writes to it.
+		rdb, prefix, redisURL = cfg.rdb, "e2e:", cfg.redisURL
+	}
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatalf("open pool: %v", err)
@@ -209,7 +233,7 @@ func startPortal(t *testing.T) *portal {
 
 	env := map[string]string{
 		"DATABASE_URL":              dbURL,
-		"REDIS_URL":                 testenv.RedisURL(t),
+		"REDIS_URL":                 redisURL,
 		"PORTAL_REDIS_PREFIX":       prefix,
 		"PORTAL_ADDR":               "127.0.0.1:0",
 		"PORTAL_DATA_DIR":           filepath.Join(t.TempDir(), "data"),
@@ -222,6 +246,9 @@ func startPortal(t *testing.T) *portal {
 		// machine a 100 ms Redis wait can run out and fail open.
 		"PORTAL_REDIS_TIMEOUT": "2s",
 		"PORTAL_LOG_LEVEL":     "debug",
+	}
+	for k, v := range cfg.env {
+		env[k] = v
 	}
 	cmd := exec.Command(bin, "-no-demo")
 	cmd.Env = portalEnv(env)
@@ -373,6 +400,22 @@ func chromiumPath(t *testing.T) string {
 		t.Fatal("no Chromium: apt-get install -y chromium")
 	}
 	t.Skip("no Chromium on this machine (apt-get install -y chromium); browser tests skipped")
+	return ""
+}
+
+// needTool returns the path of a program a test drives (redis-server,
+// redis-sentinel): missing, it fails the test where services are required
+// (CI) and skips it elsewhere, saying how to get it.
+func needTool(t *testing.T, name, apt string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" || os.Getenv("TEST_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("no %s: apt-get install -y %s", name, apt)
+	}
+	t.Skipf("no %s on this machine (apt-get install -y %s); test skipped", name, apt)
 	return ""
 }
 
