@@ -403,22 +403,6 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// needTool returns the path of a program a test drives (redis-server,
-// redis-sentinel): missing, it fails the test where services are required
-// (CI) and skips it elsewhere, saying how to get it.
-func needTool(t *testing.T, name, apt string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" || os.Getenv("TEST_REQUIRE_SERVICES") == "1" {
-		t.Fatalf("no %s: apt-get install -y %s", name, apt)
-	}
-	t.Skipf("no %s on this machine (apt-get install -y %s); test skipped", name, apt)
-	return ""
-}
-
 // browser starts a fresh headless Chromium for one test, with its own
 // profile, and returns a tab context bounded by timeout.
 func browser(t *testing.T, timeout time.Duration) context.Context {

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // freePort returns a port below limit on which nothing listens on
@@ -209,7 +210,7 @@ func newTestCA(t *testing.T) testCA {
 // made for the test), refuses to start when it cannot, and enforces limits
 // over the TLS connection.
 func TestPortalOnTLSRedis(t *testing.T) {
-	server := needTool(t, "redis-server", "redis-server")
+	server := testenv.Tool(t, "redis-server", "redis-server")
 	ca := newTestCA(t)
 	port := freePort(t, 32768)
 	startRedisProcess(t, server, "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
@@ -246,8 +247,8 @@ func TestPortalOnTLSRedis(t *testing.T) {
 // name; the portal asks the Sentinel for the master and enforces limits on
 // it.
 func TestPortalOnRedisSentinel(t *testing.T) {
-	server := needTool(t, "redis-server", "redis-server")
-	sentinel := needTool(t, "redis-sentinel", "redis-sentinel")
+	server := testenv.Tool(t, "redis-server", "redis-server")
+	sentinel := testenv.Tool(t, "redis-sentinel", "redis-sentinel")
 	masterPort := freePort(t, 32768)
 	startRedisProcess(t, server, "--port", strconv.Itoa(masterPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	master := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(masterPort)})
@@ -282,8 +283,8 @@ func TestPortalOnRedisSentinel(t *testing.T) {
 // (every key of a subject in its hash-tag slot, or the script would fail
 // with CROSSSLOT).
 func TestPortalOnRedisCluster(t *testing.T) {
-	server := needTool(t, "redis-server", "redis-server")
-	cli := needTool(t, "redis-cli", "redis-tools")
+	server := testenv.Tool(t, "redis-server", "redis-server")
+	cli := testenv.Tool(t, "redis-cli", "redis-tools")
 	dir := t.TempDir()
 	var addrs []string
 	for len(addrs) < 3 {

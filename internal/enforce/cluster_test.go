@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // startRedisCluster starts a three-master Redis Cluster of private
@@ -20,11 +22,8 @@ import (
 // Ports are below 32768 and so are their cluster bus ports (port + 10000).
 func startRedisCluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	for _, tool := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to test on a Redis Cluster: %v", tool, err)
-		}
-	}
+	testenv.Tool(t, "redis-server", "redis-server")
+	testenv.Tool(t, "redis-cli", "redis-tools")
 	dir := t.TempDir()
 	var addrs []string
 	for len(addrs) < 3 {
