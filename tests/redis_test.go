@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,12 +127,22 @@ func httpGet(t *testing.T, url string) (int, string) {
 // scanClient lists the keys matching pattern on one server.
 func scanClient(t *testing.T, c redis.UniversalClient) func(string) []string {
 	return func(pattern string) []string {
-		keys, _, err := c.Scan(context.Background(), 0, pattern, 10000).Result()
-		if err != nil {
-			t.Fatalf("scan: %v", err)
-		}
-		return keys
+		return scanAll(t, context.Background(), c, pattern)
 	}
+}
+
+// scanAll lists every key matching pattern on the server c talks to.
+func scanAll(t *testing.T, ctx context.Context, c redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	var keys []string
+	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("scan %s: %v", pattern, err)
+	}
+	return keys
 }
 
 // logSays fails the test unless the portal's log has a line containing s.
@@ -323,11 +334,17 @@ func TestPortalOnRedisCluster(t *testing.T) {
 	redisURL := "redis+cluster://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
 	p := startPortalWith(t, portalConfig{redisURL: redisURL, rdb: cluster})
 	checkLimitsThrough(t, p, func(pattern string) []string {
+		// ForEachMaster calls each master's function at once.
+		var mu sync.Mutex
 		var keys []string
 		err := cluster.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
-			k, _, err := c.Scan(ctx, 0, pattern, 10000).Result()
-			keys = append(keys, k...)
-			return err
+			iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				mu.Lock()
+				keys = append(keys, iter.Val())
+				mu.Unlock()
+			}
+			return iter.Err()
 		})
 		if err != nil {
 			t.Fatalf("scan the cluster: %v", err)
