@@ -85,6 +85,10 @@ func binary(t *testing.T) string {
 		if err != nil {
 			goCmd = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 		}
+		if err := readSources(goCmd, root); err != nil {
+			portalBinary.err = err
+			return
+		}
 		path := filepath.Join(portalBinary.dir, "portal")
 		cmd := exec.Command(goCmd, "build", "-o", path, "./cmd/portal")
 		cmd.Dir = root
@@ -99,6 +103,45 @@ func binary(t *testing.T) string {
 		t.Fatal(portalBinary.err)
 	}
 	return portalBinary.path
+}
+
+// portalSources lists every file of this module that goes into the portal
+// binary: the Go files and embedded files of each package ./cmd/portal
+// imports from the module, one per line, with go.mod and go.sum.
+const portalSources = `{{if .Module}}{{if .Module.Main}}{{range .GoFiles}}{{$.Dir}}/{{.}}
+{{end}}{{range .EmbedFiles}}{{$.Dir}}/{{.}}
+{{end}}{{end}}{{end}}`
+
+// readSources reads every file the portal binary is built from. This
+// package imports neither web, views nor cmd/portal, so `go test` would
+// otherwise key its cached result on this package's own files alone and
+// answer "ok (cached)" for a browser test of a UI that has since changed:
+// files a test opens are part of the cache key, so reading them makes any
+// change to them re-run the tests.
+func readSources(goCmd, root string) error {
+	cmd := exec.Command(goCmd, "list", "-deps", "-f", portalSources, "./cmd/portal")
+	cmd.Dir = root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go list -deps ./cmd/portal: %w\n%s", err, stderr.String())
+	}
+	files := []string{filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum")}
+	for line := range strings.Lines(string(out)) {
+		if f := strings.TrimSpace(line); f != "" {
+			files = append(files, f)
+		}
+	}
+	if len(files) < 10 {
+		return fmt.Errorf("go list -deps ./cmd/portal named only %d source files", len(files))
+	}
+	for _, f := range files {
+		if _, err := os.ReadFile(f); err != nil {
+			return fmt.Errorf("read the portal's sources: %w", err)
+		}
+	}
+	return nil
 }
 
 // moduleRoot is the nearest directory above the working directory (the
@@ -147,11 +190,35 @@ var listeningRE = regexp.MustCompile(`Sluice is listening on (http://\S+)`)
 // test's artifact directory and its tail printed.
 func startPortal(t *testing.T) *portal {
 	t.Helper()
+	return startPortalWith(t, portalConfig{})
+}
+
+// portalConfig changes what startPortalWith gives the program.
+type portalConfig struct {
+	// redisURL, when set, is the program's REDIS_URL in place of the
+	// tests' shared Redis, and rdb the test's own client to it.
+	redisURL string
+	rdb      redis.UniversalClient
+	// env adds to or replaces the program's environment.
+	env map[string]string
+}
+
+// startPortalWith is startPortal with cfg's changes.
+func startPortalWith(t *testing.T, cfg portalConfig) *portal {
+	t.Helper()
 	bin := binary(t)
 	// Registered first, so cleaned up last: the database is dropped and the
 	// Redis keys deleted after the program has stopped.
 	dbURL := testenv.PostgresURL(t)
-	rdb, prefix := testenv.Redis(t)
+	var rdb redis.UniversalClient
+	var prefix, redisURL string
+	if cfg.redisURL == "" {
+		rdb, prefix = testenv.Redis(t)
+		redisURL = testenv.RedisURL(t)
+	} else {
+		// A private Redis the test started: nothing else writes to it.
+		rdb, prefix, redisURL = cfg.rdb, "e2e:", cfg.redisURL
+	}
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatalf("open pool: %v", err)
@@ -166,7 +233,7 @@ func startPortal(t *testing.T) *portal {
 
 	env := map[string]string{
 		"DATABASE_URL":              dbURL,
-		"REDIS_URL":                 testenv.RedisURL(t),
+		"REDIS_URL":                 redisURL,
 		"PORTAL_REDIS_PREFIX":       prefix,
 		"PORTAL_ADDR":               "127.0.0.1:0",
 		"PORTAL_DATA_DIR":           filepath.Join(t.TempDir(), "data"),
@@ -179,6 +246,9 @@ func startPortal(t *testing.T) *portal {
 		// machine a 100 ms Redis wait can run out and fail open.
 		"PORTAL_REDIS_TIMEOUT": "2s",
 		"PORTAL_LOG_LEVEL":     "debug",
+	}
+	for k, v := range cfg.env {
+		env[k] = v
 	}
 	cmd := exec.Command(bin, "-no-demo")
 	cmd.Env = portalEnv(env)
@@ -418,15 +488,34 @@ func do(t *testing.T, ctx context.Context, step string, actions ...chromedp.Acti
 	}
 }
 
-// textOf returns the trimmed text of the first element with the test id.
+// textOf returns the trimmed text of the first visible element with the
+// test id, waiting for one. It finds and reads the element in one
+// evaluation: a live stream may replace the element at any moment, and a
+// query that finds a node and then reads it in a second call fails with "No
+// node with given id found" when the swap lands in between.
 func textOf(t *testing.T, ctx context.Context, id string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(tid(id), chromedp.NodeVisible))
+	s, err := readText(ctx, `[data-testid="`+id+`"]`)
 	if err != nil {
 		screenshot(t, ctx, "failed-text-"+id)
 		t.Fatalf("text of %s: %v", id, err)
 	}
-	return strings.TrimSpace(s)
+	return s
+}
+
+// readText waits for the first element sel matches to be visible and
+// returns its trimmed text, found and read in one evaluation.
+func readText(ctx context.Context, sel string) (string, error) {
+	type found struct {
+		Text string `json:"text"`
+	}
+	f, err := chromedp.Run(ctx, chromedp.Poll[found](`(() => { const e = document.querySelector(`+strconv.Quote(sel)+
+		`); return e && e.getClientRects().length > 0 ? {text: e.innerText} : null; })()`,
+		chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(f.Text), nil
 }
 
 // screenshot saves the visible page as a PNG in the test's artifact

@@ -365,7 +365,13 @@ func checkAddr(v string) error {
 // folder elsewhere. Root gets /var/lib/sluice: the embedded Postgres runs as
 // an unprivileged account that cannot enter root's home.
 func defaultDataDir(getenv func(string) string) string {
-	if os.Geteuid() == 0 {
+	return dataDirFor(os.Geteuid(), getenv)
+}
+
+// dataDirFor is defaultDataDir for the effective user id euid, apart so
+// tests running as root can check what every other user gets.
+func dataDirFor(euid int, getenv func(string) string) string {
+	if euid == 0 {
 		return "/var/lib/sluice"
 	}
 	if runtime.GOOS != "windows" && runtime.GOOS != "darwin" {

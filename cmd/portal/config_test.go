@@ -5,6 +5,8 @@ import (
 	"flag"
 	"io"
 	"net/netip"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -20,16 +22,42 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantDir := "/home/u/.local/share/sluice"
+	if os.Geteuid() == 0 {
+		wantDir = "/var/lib/sluice"
+	}
 	want := Config{
-		Addr: ":8080", DataDir: cfg.DataDir, AdminEmail: "admin@localhost", RedisFailureMode: "local",
+		Addr: ":8080", DataDir: wantDir, AdminEmail: "admin@localhost", RedisFailureMode: "local",
 		Instances: 1, RedisPrefix: "sluice:", RedisTimeout: time.Second, RedisNearCache: 10000, LastUsedInterval: time.Minute, LogLevel: "info", Migrate: true, Demo: true,
 		ShutdownTimeout: 15 * time.Second,
 	}
 	if !equalConfig(cfg, want) || len(rest) != 0 {
 		t.Errorf("defaults = %+v, rest %v; want %+v", cfg, rest, want)
 	}
-	if !strings.HasSuffix(cfg.DataDir, "sluice") {
-		t.Errorf("DataDir = %q, want a sluice folder", cfg.DataDir)
+}
+
+// TestDefaultDataDir: the README's default data directories, for root and
+// for everyone else, whoever runs the test.
+func TestDefaultDataDir(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "darwin" {
+		t.Skip("the XDG rules are the Unix ones; other systems use os.UserConfigDir")
+	}
+	tests := []struct {
+		name string
+		euid int
+		env  map[string]string
+		want string
+	}{
+		{"XDGDataHome", 1000, map[string]string{"HOME": "/home/u", "XDG_DATA_HOME": "/data/u"}, "/data/u/sluice"},
+		{"HomeOnly", 1000, map[string]string{"HOME": "/home/u"}, "/home/u/.local/share/sluice"},
+		{"RootIgnoresHome", 0, map[string]string{"HOME": "/root", "XDG_DATA_HOME": "/root/.data"}, "/var/lib/sluice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := dataDirFor(tt.euid, envOf(tt.env)); got != tt.want {
+				t.Errorf("dataDirFor(%d, %v) = %q, want %q", tt.euid, tt.env, got, tt.want)
+			}
+		})
 	}
 }
 
@@ -102,11 +130,20 @@ func TestLoadConfigValues(t *testing.T) {
 			t.Errorf("LogJSON=%v Demo=%v Migrate=%v, want true false false", cfg.LogJSON, cfg.Demo, cfg.Migrate)
 		}
 	})
-	t.Run("Help", func(t *testing.T) {
+	t.Run("HelpListsEveryVariable", func(t *testing.T) {
 		var out strings.Builder
 		_, _, err := LoadConfig([]string{"-h"}, envOf(nil), &out)
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "PORTAL_REDIS_FAILURE_MODE") {
-			t.Errorf("err %v, usage %q; want ErrHelp and every variable listed", err, out.String())
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("err %v, want flag.ErrHelp", err)
+		}
+		all := settings(envOf(nil))
+		if len(all) < 19 {
+			t.Fatalf("only %d settings", len(all))
+		}
+		for _, s := range all {
+			if !strings.Contains(out.String(), s.env) || !strings.Contains(out.String(), "-"+s.flag) {
+				t.Errorf("usage does not list %s (-%s):\n%s", s.env, s.flag, out.String())
+			}
 		}
 	})
 }
@@ -208,5 +245,20 @@ func TestRedisOptions(t *testing.T) {
 					desc, o.Addrs, o.MasterName, o.IsClusterMode, o.DB, o.Password, o.TLSConfig != nil)
 			}
 		})
+	}
+}
+
+// TestREADMEListsEverySetting: the README's configuration table names every
+// variable with its flag, so the documentation cannot fall behind the code.
+func TestREADMEListsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range settings(envOf(nil)) {
+		row := "| `" + s.env + "` | `-" + s.flag + "`"
+		if !strings.Contains(string(b), row) {
+			t.Errorf("README.md has no configuration row starting %q", row)
+		}
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,6 +126,10 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	env := baseEnv(t)
 	env["DATABASE_URL"] = testenv.PostgresURL(t)
 	env["REDIS_URL"] = testenv.RedisURL(t)
+	// The test's own prefix: the default, sluice:, is production's, and
+	// keys left under it in a shared Redis would be nobody's to delete.
+	rdb, prefix := testenv.Redis(t)
+	env["PORTAL_REDIS_PREFIX"] = prefix
 	p := startPortal(t, env)
 
 	tests := []struct {
@@ -154,6 +160,22 @@ func TestRunServesAndShutsDown(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("CountersUnderTheTestsPrefix", func(t *testing.T) {
+		// The sample API calls above were decided in Redis; testenv deletes
+		// everything under prefix when the test ends.
+		n := 0
+		iter := rdb.Scan(t.Context(), 0, prefix+"*", 1000).Iterator()
+		for iter.Next(t.Context()) {
+			n++
+		}
+		if err := iter.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Errorf("no Redis keys under %s after the sample API was called", prefix)
+		}
+	})
 
 	t.Run("HealthcheckCommand", func(t *testing.T) {
 		var out strings.Builder
@@ -254,7 +276,7 @@ func TestRunBadInput(t *testing.T) {
 		want string
 	}{
 		{"WrongDatabaseURL", map[string]string{"DATABASE_URL": "postgres://postgres:hunter2@127.0.0.1:1/none?connect_timeout=2"}, "DATABASE_URL: connect to postgres at 127.0.0.1:1/none"},
-		{"UnknownDatabase", map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/sluice_no_such_db"}, "DATABASE_URL: connect to postgres"},
+		{"UnknownDatabase", map[string]string{"DATABASE_URL": noSuchDatabase(t, pgURL)}, "DATABASE_URL: connect to postgres"},
 		{"UnreachableRedis", map[string]string{"DATABASE_URL": pgURL, "REDIS_URL": "redis://:hunter2@127.0.0.1:1/0"}, "REDIS_URL: cannot reach redis server at 127.0.0.1:1"},
 		{"UnreachableRedisEmbeddedMode", map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}, "REDIS_URL: cannot reach redis server at 127.0.0.1:1"},
 		{"PortInUse", map[string]string{"PORTAL_ADDR": busy.Addr().String()}, "PORTAL_ADDR: cannot listen on " + busy.Addr().String() + ": bind: address already in use; set PORTAL_ADDR"},
@@ -263,9 +285,6 @@ func TestRunBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.name == "UnknownDatabase" && os.Getenv("TEST_DATABASE_URL") != "" {
-				t.Skip("needs the local server on 127.0.0.1:5432")
-			}
 			env := baseEnv(t)
 			for k, v := range tt.env {
 				env[k] = v
@@ -424,4 +443,17 @@ func TestReadyzNamesTheFailingDependency(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noSuchDatabase is the URL of a database that does not exist on the
+// server the tests use, whichever that is (CI's, a local one, the
+// embedded one).
+func noSuchDatabase(t *testing.T, pgURL string) string {
+	t.Helper()
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/sluice_no_such_db_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return u.String()
 }

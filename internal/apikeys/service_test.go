@@ -453,9 +453,21 @@ func TestLastUsed(t *testing.T) {
 		if err := lu.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		// A marker sent after the flush: Postgres delivers notifications in
+		// commit order, so if the flush had notified, its notification would
+		// arrive first. Waiting for the marker, not for a quiet interval,
+		// holds on a slow machine too.
+		const marker = "test-marker-after-flush"
+		if _, err := f.pool.Exec(ctx, "SELECT pg_notify('sluice_changes', $1)", marker); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if n, err := conn.Conn().WaitForNotification(wctx); err == nil {
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("the marker notification did not arrive: %v", err)
+		}
+		if n.Payload != marker {
 			t.Fatalf("flush sent a notification: %+v", n)
 		}
 	})

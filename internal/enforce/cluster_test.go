@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // startRedisCluster starts a three-master Redis Cluster of private
@@ -20,11 +22,8 @@ import (
 // Ports are below 32768 and so are their cluster bus ports (port + 10000).
 func startRedisCluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	for _, tool := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to test on a Redis Cluster: %v", tool, err)
-		}
-	}
+	testenv.Tool(t, "redis-server", "redis-server")
+	testenv.Tool(t, "redis-cli", "redis-tools")
 	dir := t.TempDir()
 	var addrs []string
 	for len(addrs) < 3 {
@@ -85,7 +84,11 @@ func free(port int) bool {
 // every algorithm, usage included.
 func TestRedisStoreOnACluster(t *testing.T) {
 	client := startRedisCluster(t)
-	store := newTestRedisStore(t, client, RedisOptions{Prefix: "c:", Timeout: 5 * time.Second})
+	// The clock stands still: with Redis TIME a minute's end falling
+	// mid-test would reset the fixed window and admit a second round. What
+	// is under test here is slots and exactness, not the clock.
+	frozen := time.Now()
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: "c:", Timeout: 5 * time.Second, Now: func() time.Time { return frozen }})
 	if !store.onePerScript {
 		t.Fatal("a cluster client must get one script call per subject")
 	}
@@ -130,7 +133,7 @@ func TestRedisStoreOnACluster(t *testing.T) {
 					t.Errorf("subject %d: %d of %d admitted, want exactly %d", s, got, perSubject, limit)
 				}
 			}
-			usage, err := store.Usage(ctx, []string{fmt.Sprintf("%s:%d", l.Algorithm, 0)}, time.Now().Add(-time.Minute))
+			usage, err := store.Usage(ctx, []string{fmt.Sprintf("%s:%d", l.Algorithm, 0)}, frozen.Add(-time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,111 @@
+package enforce_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// skewResolver gives every anonymous caller one sliding-log tier: its reset
+// is when the oldest admitted request leaves the window, an instant that
+// moves with whichever clock the decision is read from.
+type skewResolver struct{}
+
+func (skewResolver) ResolveKey(string) (enforce.Caller, error) {
+	return enforce.Caller{}, enforce.ErrInvalidKey
+}
+
+func (skewResolver) Anonymous(ip netip.Addr) enforce.Caller {
+	return enforce.Caller{Subject: "ip:" + ip.String(), Plan: "anonymous", Limits: []enforce.Limit{
+		{Name: "anon-items", Algorithm: enforce.SlidingWindowLog, Limit: 10, Window: time.Minute, Route: "GET /api/items/{id}"},
+	}}
+}
+
+// TestInstancesWithSkewedClocksAgree is the README's "with Redis's clock":
+// two instances sharing one Redis, whose own clocks are 7 s ahead and 5 s
+// behind, take turns deciding one caller's requests. Every decision and
+// every header must be what one instance alone would give: exactly 10
+// admitted, Remaining counting down across both, and one X-RateLimit-Reset
+// (the oldest request leaving the window, on Redis's clock) on every
+// response, with Retry-After counting down to it.
+func TestInstancesWithSkewedClocksAgree(t *testing.T) {
+	client, prefix := testenv.Redis(t)
+	ctx := context.Background()
+	instance := func(offset time.Duration) http.Handler {
+		store, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		// The instance's own clock, wherever the middleware reads one.
+		clock := func() time.Time { return time.Now().Add(offset) }
+		mw := enforce.NewMiddleware(store, skewResolver{}, enforce.MiddlewareOptions{Now: clock})
+		mux := http.NewServeMux()
+		mux.Handle("GET /api/items/{id}", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("ok"))
+		})))
+		return mux
+	}
+	instances := []http.Handler{instance(7 * time.Second), instance(-5 * time.Second)}
+
+	redisNow := func() time.Time {
+		now, err := client.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	first := redisNow()
+	admitted := 0
+	resets := map[string]int{}
+	for i := range 16 {
+		r := httptest.NewRequest("GET", "/api/items/1", nil)
+		r.RemoteAddr = "203.0.113.9:5123"
+		w := httptest.NewRecorder()
+		instances[i%2].ServeHTTP(w, r)
+		after := redisNow()
+		h := w.Header()
+		resets[h.Get("X-RateLimit-Reset")]++
+		remaining, _ := strconv.Atoi(h.Get("X-RateLimit-Remaining"))
+		switch {
+		case i < 10:
+			if w.Code != http.StatusOK || remaining != 9-i {
+				t.Errorf("request %d (instance %d): status %d remaining %d, want 200 and %d", i+1, i%2, w.Code, remaining, 9-i)
+			}
+			admitted++
+		default:
+			if w.Code != http.StatusTooManyRequests || remaining != 0 {
+				t.Errorf("request %d (instance %d): status %d remaining %d, want 429 and 0", i+1, i%2, w.Code, remaining)
+				continue
+			}
+			reset, _ := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
+			retry, _ := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
+			// Retry-After counts to the reset on Redis's clock: the
+			// instance's own clock would put it 7 s or 5 s off.
+			if wait := reset - after.Unix(); retry < wait-1 || retry > wait+1 {
+				t.Errorf("request %d (instance %d): Retry-After %d, want %d (±1) to the reset %d on Redis's clock", i+1, i%2, retry, wait, reset)
+			}
+		}
+	}
+	if admitted != 10 {
+		t.Errorf("%d admitted, want 10", admitted)
+	}
+	if len(resets) != 1 {
+		t.Fatalf("the instances gave %d different X-RateLimit-Reset values %v, want one", len(resets), resets)
+	}
+	for s := range resets {
+		reset, _ := strconv.ParseInt(s, 10, 64)
+		// The oldest request was admitted between first and the second
+		// request: it leaves the window 60 s later, by Redis's clock.
+		if lo, hi := first.Add(time.Minute).Unix(), redisNow().Add(time.Minute).Unix()+1; reset < lo || reset > hi {
+			t.Errorf("X-RateLimit-Reset %d, want between %d and %d (a minute after the first request, on Redis's clock)", reset, lo, hi)
+		}
+	}
+}
