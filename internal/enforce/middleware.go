@@ -144,73 +144,87 @@ func (m *Middleware) WrapAsync(next http.Handler) http.Handler {
 
 func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := m.identify(w, r)
-		if !ok {
-			return
-		}
-		route := r.Pattern
-		limits, policy := m.routes.applicable(caller.Limits, route)
-		st := &requestState{caller: caller}
-		if len(limits) == 0 {
-			next.ServeHTTP(w, st.attach(r))
-			return
-		}
+		m.serve(w, r, r.Pattern, next, async)
+	})
+}
 
-		var before time.Time
-		if !m.stamped {
-			before = m.now()
-		}
-		start := time.Since(m.epoch)
-		d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Route: route, Limits: limits}, st)
-		m.metrics.observe(route, time.Since(m.epoch)-start)
-		if err != nil {
-			m.storeFailed(w, r, next, st, route, err)
+// Enforce is Wrap for a request whose route was matched elsewhere: a
+// gateway asking before it proxies, whose original method and URI a
+// services.Catalog matched to route (a ServeMux pattern, "" for none). The
+// caller is identified from r itself (its key headers and, through trusted
+// proxies, X-Forwarded-For), the same limits are consumed and the same
+// headers and answers written as Wrap would for that route, and next runs
+// when the request is admitted (after its queue delay, if any).
+func (m *Middleware) Enforce(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
+	m.serve(w, r, route, next, false)
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string, next http.Handler, async bool) {
+	caller, ok := m.identify(w, r, route)
+	if !ok {
+		return
+	}
+	limits, policy := m.routes.applicable(caller.Limits, route)
+	st := &requestState{caller: caller}
+	if len(limits) == 0 {
+		next.ServeHTTP(w, st.attach(r))
+		return
+	}
+
+	var before time.Time
+	if !m.stamped {
+		before = m.now()
+	}
+	start := time.Since(m.epoch)
+	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Route: route, Limits: limits}, st)
+	m.metrics.observe(route, time.Since(m.epoch)-start)
+	if err != nil {
+		m.storeFailed(w, r, next, st, route, err)
+		return
+	}
+	h := w.Header()
+	if !policyDescribes(limits, d.Layers) {
+		// The store decided other figures (a FailoverStore's local
+		// fallback divides each limit by the instance count).
+		policy = ""
+	}
+	writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
+	st.decision = d
+
+	if !d.Allowed {
+		exceeded, degrade := degradable(d)
+		if !degrade {
+			m.metrics.count(route, caller.Plan, "rejected")
+			writeRejection(w, d)
 			return
 		}
-		h := w.Header()
-		if !policyDescribes(limits, d.Layers) {
-			// The store decided other figures (a FailoverStore's local
-			// fallback divides each limit by the instance count).
-			policy = ""
-		}
-		writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
-		st.decision = d
+		m.metrics.count(route, caller.Plan, "degraded")
+		st.degraded = true
+		h.Set(HeaderDegraded, exceeded)
+		next.ServeHTTP(w, st.attach(r))
+		return
+	}
 
-		if !d.Allowed {
-			exceeded, degrade := degradable(d)
-			if !degrade {
+	if d.Delay > 0 {
+		h.Set(HeaderQueueDelay, strconv.FormatInt(d.Delay.Milliseconds(), 10))
+		if !async {
+			if d.Delay > m.maxWait {
 				m.metrics.count(route, caller.Plan, "rejected")
-				writeRejection(w, d)
+				writeQueueTooLong(w, d)
 				return
 			}
-			m.metrics.count(route, caller.Plan, "degraded")
-			st.degraded = true
-			h.Set(HeaderDegraded, exceeded)
-			next.ServeHTTP(w, st.attach(r))
-			return
-		}
-
-		if d.Delay > 0 {
-			h.Set(HeaderQueueDelay, strconv.FormatInt(d.Delay.Milliseconds(), 10))
-			if !async {
-				if d.Delay > m.maxWait {
-					m.metrics.count(route, caller.Plan, "rejected")
-					writeQueueTooLong(w, d)
-					return
-				}
-				if !sleep(r.Context(), d.Delay) {
-					m.metrics.count(route, caller.Plan, "cancelled")
-					writeError(w, http.StatusServiceUnavailable, "queue_wait_cancelled",
-						"The request was cancelled while it waited its turn.")
-					return
-				}
+			if !sleep(r.Context(), d.Delay) {
+				m.metrics.count(route, caller.Plan, "cancelled")
+				writeError(w, http.StatusServiceUnavailable, "queue_wait_cancelled",
+					"The request was cancelled while it waited its turn.")
+				return
 			}
-			m.metrics.count(route, caller.Plan, "queued")
-		} else {
-			m.metrics.count(route, caller.Plan, "admitted")
 		}
-		next.ServeHTTP(w, st.attach(r))
-	})
+		m.metrics.count(route, caller.Plan, "queued")
+	} else {
+		m.metrics.count(route, caller.Plan, "admitted")
+	}
+	next.ServeHTTP(w, st.attach(r))
 }
 
 // allow decides req, into st's own layers when the store can.
@@ -237,7 +251,7 @@ func (m *Middleware) decidedAt(d Decision, before time.Time) time.Time {
 
 // identify resolves the caller of r, answering 401 (and returning false)
 // when a presented key is unusable.
-func (m *Middleware) identify(w http.ResponseWriter, r *http.Request) (Caller, bool) {
+func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route string) (Caller, bool) {
 	secret, presented := presentedKey(r)
 	if !presented {
 		return m.resolver.Anonymous(ClientIP(r, m.trusted)), true
@@ -250,13 +264,13 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request) (Caller, b
 		if !errors.Is(err, ErrInvalidKey) {
 			// The resolver works on an in-memory snapshot; any other error
 			// is a bug or an unloaded snapshot, not the caller's fault.
-			m.log.ErrorContext(r.Context(), "resolving API key", "err", err, "route", r.Pattern)
+			m.log.ErrorContext(r.Context(), "resolving API key", "err", err, "route", route)
 			writeError(w, http.StatusServiceUnavailable, "identity_unavailable",
 				"The API key could not be checked right now; retry shortly.")
 			return Caller{}, false
 		}
 	}
-	m.metrics.count(r.Pattern, "", "unauthorized")
+	m.metrics.count(route, "", "unauthorized")
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	writeError(w, http.StatusUnauthorized, "invalid_api_key",
 		"The API key is malformed, unknown, revoked or expired. Send a valid key as \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\", or no key at all for anonymous access.")
