@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,6 +120,14 @@ func newUpstream(t *testing.T) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.served.Add(1)
+		for name := range r.Header {
+			if strings.Contains(strings.ToLower(name), "ratelimit") {
+				// The gateway configs strip the decision's headers
+				// from what the API receives.
+				http.Error(w, "the upstream got "+name, http.StatusBadRequest)
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "served "+r.Method+" "+r.URL.Path)
 	}))
