@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -144,7 +145,7 @@ func (m *Middleware) WrapAsync(next http.Handler) http.Handler {
 
 func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.serve(w, r, r.Pattern, next, async)
+		m.serve(w, r, r.Pattern, 1, next, async)
 	})
 }
 
@@ -156,15 +157,25 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 // headers and answers written as Wrap would for that route, and next runs
 // when the request is admitted (after its queue delay, if any).
 func (m *Middleware) Enforce(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
-	m.serve(w, r, route, next, false)
+	m.serve(w, r, route, 1, next, false)
 }
 
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string, next http.Handler, async bool) {
+// EnforceHits is Enforce for a request that counts as hits requests (an
+// Envoy rate-limit request's hits_addend): every limit's cost is multiplied
+// by hits. hits below 1 count as 1.
+func (m *Middleware) EnforceHits(w http.ResponseWriter, r *http.Request, route string, hits int64, next http.Handler) {
+	m.serve(w, r, route, max(hits, 1), next, false)
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string, hits int64, next http.Handler, async bool) {
 	caller, ok := m.identify(w, r, route)
 	if !ok {
 		return
 	}
 	limits, policy := m.routes.applicable(caller.Limits, route)
+	if hits > 1 && len(limits) > 0 {
+		limits = withHits(limits, hits)
+	}
 	st := &requestState{caller: caller}
 	if len(limits) == 0 {
 		next.ServeHTTP(w, st.attach(r))
@@ -343,6 +354,16 @@ func applicable(limits []Limit, route string) []Limit {
 		if l.Route == "" || l.Route == route {
 			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// withHits returns a copy of limits each costing hits times its cost (the
+// policy they advertise is unchanged: same names, quotas and windows).
+func withHits(limits []Limit, hits int64) []Limit {
+	out := slices.Clone(limits)
+	for i := range out {
+		out[i].Cost = max(out[i].Cost, 1) * hits
 	}
 	return out
 }
