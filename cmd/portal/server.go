@@ -137,6 +137,10 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// Gateways in front of other APIs ask here, any method (gateway.Check).
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
 	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
+	// Services with an upstream URL: by path here, by host name around
+	// the whole mux below.
+	proxy := gateway.NewProxy(catalogs, mw, nil, d.logger)
+	mux.Handle(gateway.ProxyPrefix, proxy)
 	if d.grpc != nil {
 		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
 	}
@@ -163,7 +167,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		TrustedProxies: d.cfg.TrustedProxies,
 	}))
 
-	return mux, func() {
+	return gateway.ByHost(catalogs, proxy, mux), func() {
 		stop()
 		wg.Wait() // the last-used flusher writes its final batch here
 		for _, c := range closers {

@@ -134,3 +134,40 @@ func newUpstream(t *testing.T) *upstream {
 	t.Cleanup(u.Close)
 	return u
 }
+
+// waitFor blocks until cond holds for the holder's current snapshot,
+// woken by each rebuild; the deadline only bounds a broken notification.
+func (f *fixture) waitFor(t *testing.T, cond func(*snapshot.Snapshot) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		changed := f.holder.Changed()
+		if cond(f.holder.Current()) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("the snapshot never showed the change")
+		}
+	}
+}
+
+// setUpstream gives the shop service an upstream URL and waits until the
+// snapshot serves it.
+func (f *fixture) setUpstream(t *testing.T, upstream string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := f.services.Get(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := services.Input{Slug: s.Slug, Name: s.Name, Hosts: []string{"shop.example.com"}, Upstream: upstream, Routes: s.Routes}
+	if _, err := f.services.Update(ctx, actor, s.Slug, s.Version, in); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor(t, func(snap *snapshot.Snapshot) bool {
+		svc, ok := snap.Services().Service("shop")
+		return ok && svc.Upstream == upstream
+	})
+}
