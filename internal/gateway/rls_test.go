@@ -40,6 +40,7 @@ func envoyDescriptor(method, path, key string) *rlv3.RateLimitDescriptor {
 	d := &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{
 		{Key: gateway.EntryMethod, Value: method},
 		{Key: gateway.EntryPath, Value: path},
+		{Key: gateway.EntryHost, Value: "shop.example.com"},
 		{Key: gateway.EntryRemoteAddress, Value: "203.0.113.9"},
 	}}
 	if key != "" {
