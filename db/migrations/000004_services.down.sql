@@ -1,3 +1,4 @@
+DROP TABLE service_tokens;
 DROP TABLE service_routes;
 DROP TABLE services;
 DELETE FROM audit_log WHERE object_type = 'service';

@@ -25,6 +25,19 @@ CREATE TABLE service_routes (
 );
 CREATE INDEX service_routes_service_id ON service_routes (service_id);
 
+-- Service tokens let a program outside the portal (the guard package) read the
+-- policy it enforces; hashed like API keys, shown once.
+CREATE TABLE service_tokens (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    service_id bigint      NOT NULL REFERENCES services (id) ON DELETE CASCADE,
+    name       text        NOT NULL CHECK (length(name) BETWEEN 1 AND 100),
+    hash       bytea       NOT NULL UNIQUE CHECK (length(hash) = 32),
+    prefix     text        NOT NULL CHECK (length(prefix) BETWEEN 8 AND 32),
+    revoked_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX service_tokens_service_id ON service_tokens (service_id);
+
 ALTER TABLE audit_log DROP CONSTRAINT audit_log_object_type_check;
 ALTER TABLE audit_log ADD CONSTRAINT audit_log_object_type_check
     CHECK (object_type IN ('plan', 'limit', 'key', 'user', 'token', 'service'));
