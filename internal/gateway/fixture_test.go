@@ -47,7 +47,7 @@ type fixture struct {
 	logger   *slog.Logger
 }
 
-func newFixture(t *testing.T, store enforce.Store) *fixture {
+func newFixture(t testing.TB, store enforce.Store) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	pool := testenv.Postgres(t)
@@ -100,7 +100,7 @@ func (f *fixture) catalogs() gateway.Catalogs {
 }
 
 // checkServer serves /v1/check as cmd/portal mounts it.
-func (f *fixture) checkServer(t *testing.T) *httptest.Server {
+func (f *fixture) checkServer(t testing.TB) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(gateway.CheckPath, gateway.NewCheck(f.catalogs(), f.mw, f.logger))
@@ -115,7 +115,7 @@ type upstream struct {
 	served atomic.Int64
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	t.Helper()
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +137,7 @@ func newUpstream(t *testing.T) *upstream {
 
 // waitFor blocks until cond holds for the holder's current snapshot,
 // woken by each rebuild; the deadline only bounds a broken notification.
-func (f *fixture) waitFor(t *testing.T, cond func(*snapshot.Snapshot) bool) {
+func (f *fixture) waitFor(t testing.TB, cond func(*snapshot.Snapshot) bool) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -155,7 +155,7 @@ func (f *fixture) waitFor(t *testing.T, cond func(*snapshot.Snapshot) bool) {
 
 // setUpstream gives the shop service an upstream URL and waits until the
 // snapshot serves it.
-func (f *fixture) setUpstream(t *testing.T, upstream string) {
+func (f *fixture) setUpstream(t testing.TB, upstream string) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := f.services.Get(ctx, "shop")

@@ -16,7 +16,7 @@ import (
 
 // rlsClient serves the fixture's RateLimitService on a real TCP listener
 // and returns a client built from go-control-plane's generated code.
-func rlsClient(t *testing.T, f *fixture) rlsv3.RateLimitServiceClient {
+func rlsClient(t testing.TB, f *fixture) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
