@@ -46,10 +46,11 @@ func (s *Service) Routes() []string { return slices.Clone(s.routes) }
 
 const selectDeclaredRoutes = `SELECT pattern FROM service_routes ORDER BY service_id, position, id`
 
-// RoutesContext returns every route a tier may name: the routes given to
-// NewService, then those services declare, without repeats.
-func (s *Service) RoutesContext(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, selectDeclaredRoutes)
+// DeclaredRoutes returns the routes services declare, service by service,
+// appended to extra without repeats: what a tier (or a key's override) may
+// name.
+func DeclaredRoutes(ctx context.Context, db audit.DBTX, extra []string) ([]string, error) {
+	rows, err := db.Query(ctx, selectDeclaredRoutes)
 	if err != nil {
 		return nil, fmt.Errorf("select declared routes: %w", err)
 	}
@@ -57,13 +58,19 @@ func (s *Service) RoutesContext(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("select declared routes: %w", err)
 	}
-	out := slices.Clone(s.routes)
+	out := slices.Clone(extra)
 	for _, r := range declared {
 		if !slices.Contains(out, r) {
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// RoutesContext returns every route a tier may name: the routes given to
+// NewService, then those services declare, without repeats.
+func (s *Service) RoutesContext(ctx context.Context) ([]string, error) {
+	return DeclaredRoutes(ctx, s.pool, s.routes)
 }
 
 const (

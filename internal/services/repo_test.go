@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -85,6 +86,20 @@ func TestRepo(t *testing.T) {
 		var ve *plans.ValidationError
 		if _, err := ps.Create(ctx, actor, in); !errors.As(err, &ve) || !ve.Has("limits[0].route") {
 			t.Errorf("a tier on an undeclared route: %v", err)
+		}
+		// A key's override may name a declared route too.
+		var dev int64
+		if err := pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ('o@example.com', 'x', 'developer') RETURNING id`).Scan(&dev); err != nil {
+			t.Fatal(err)
+		}
+		keys := apikeys.NewService(pool, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		override := plans.LimitInput{Name: "read", Route: "GET /invoices/{id}", Algorithm: string(enforce.FixedWindow), Limit: 9, WindowSeconds: 60}
+		if _, _, err := keys.Create(ctx, actor, apikeys.NewKey{UserID: dev, Name: "k", Overrides: []plans.LimitInput{override}}); err != nil {
+			t.Errorf("an override on a declared route: %v", err)
+		}
+		override.Route = "GET /nowhere"
+		if _, _, err := keys.Create(ctx, actor, apikeys.NewKey{UserID: dev, Name: "k2", Overrides: []plans.LimitInput{override}}); !errors.As(err, &ve) || !ve.Has("overrides[0].route") {
+			t.Errorf("an override on an undeclared route: %v", err)
 		}
 		// The route a tier names cannot be removed, nor its service deleted.
 		_, err := repo.Update(ctx, actor, "billing", billing.Version, services.Input{Slug: "billing", Name: "Billing",
