@@ -9,6 +9,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
 )
 
@@ -91,4 +92,42 @@ func TestServicesDashboard(t *testing.T) {
 			t.Errorf("developer: status %d, want 403", res.StatusCode)
 		}
 	})
+}
+
+func TestServiceDocs(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := services.NewRepo(e.pool).Create(ctx, "test", services.Input{Slug: "billing", Name: "Billing API",
+		Routes: []string{"GET /invoices/{id}"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.createPlan("team", plans.LimitInput{Name: "invoices", Route: "GET /invoices/{id}", Algorithm: "fixed_window", Limit: 3, WindowSeconds: 60})
+	c := e.anonymous()
+
+	res := c.get("/docs/services/billing", nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("HTML: status %d", res.StatusCode)
+	}
+	d := res.doc(t)
+	if title := d.Find("title").Text(); !strings.Contains(title, "Billing API") {
+		t.Errorf("title %q", title)
+	}
+	if !strings.Contains(d.Text(), "GET /invoices/{id}") || !strings.Contains(d.Text(), "team-invoices") {
+		t.Error("the page leaves out the service's route or its tier")
+	}
+	if strings.Contains(d.Text(), "GET /api/search") {
+		t.Error("the service's page documents the sample API")
+	}
+	res = c.get("/docs/services/billing/openapi.json", nil)
+	body := res.body
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `"title": "Billing API"`) || !strings.Contains(body, `/invoices/{id}`) {
+		t.Errorf("OpenAPI: status %d body %.200s", res.StatusCode, body)
+	}
+	res = c.get("/docs/services/billing/limits.md", nil)
+	if body := res.body; res.StatusCode != http.StatusOK || !strings.Contains(body, "GET /invoices/{id}") {
+		t.Errorf("Markdown: status %d", res.StatusCode)
+	}
+	if res := c.get("/docs/services/nope", nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown service: status %d, want 404", res.StatusCode)
+	}
 }
