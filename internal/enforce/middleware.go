@@ -149,9 +149,9 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 	})
 }
 
-// Enforce is Wrap for a request whose route was matched elsewhere: a
-// gateway asking before it proxies, whose original method and URI a
-// services.Catalog matched to route (a ServeMux pattern, "" for none). The
+// Enforce is Wrap for a request whose route was matched elsewhere, such as
+// a gateway asking before it proxies, whose original method and URI were
+// matched to route (a ServeMux pattern, "" for none) by the way in. The
 // caller is identified from r itself (its key headers and, through trusted
 // proxies, X-Forwarded-For), the same limits are consumed and the same
 // headers and answers written as Wrap would for that route, and next runs
