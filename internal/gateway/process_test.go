@@ -32,7 +32,7 @@ func binary(t *testing.T, name string) string {
 }
 
 // freePort returns a port nobody listens on right now, below 32768.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,7 +80,7 @@ func (l *logBuffer) String() string {
 }
 
 // start runs cmd until the test ends and waits until addr answers HTTP.
-func start(t *testing.T, cmd *exec.Cmd, addr string) {
+func start(t testing.TB, cmd *exec.Cmd, addr string) {
 	t.Helper()
 	out := &logBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
