@@ -64,7 +64,8 @@ func newFixture(t testing.TB, store enforce.Store) *fixture {
 	var err error
 	f.plan, err = f.plans.Create(ctx, actor, plans.PlanInput{Slug: "shop", Name: "Shop", IsDefault: true,
 		Limits: []plans.LimitInput{{Name: "items", Route: itemsRoute, Algorithm: "fixed_window",
-			Limit: itemsLimit, WindowSeconds: 3600}}})
+			Limit: itemsLimit, WindowSeconds: 3600},
+			{Name: "files", Route: "GET /files/{path...}", Algorithm: "fixed_window", Limit: 1, WindowSeconds: 3600, Mode: "degrade"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +131,9 @@ func newUpstream(t testing.TB) *upstream {
 		}
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "served "+r.Method+" "+r.URL.Path)
+		if d := r.Header.Get("Sluice-Degraded"); d != "" {
+			_, _ = io.WriteString(w, " (degraded: "+d+")")
+		}
 	}))
 	t.Cleanup(u.Close)
 	return u

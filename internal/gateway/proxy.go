@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/services"
 )
 
@@ -104,7 +105,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 				"The service's upstream could not be reached.")
 		},
 	}
-	p.enforcer.Enforce(w, r, route, rp)
+	p.enforcer.Enforce(w, r, route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Over a degrade-mode tier the engine marks the response; the
+		// upstream is told too, so it serves its reduced answer. A client's
+		// own Sluice-Degraded never reaches it.
+		r.Header.Del(enforce.HeaderDegraded)
+		if d := w.Header().Get(enforce.HeaderDegraded); d != "" {
+			r.Header.Set(enforce.HeaderDegraded, d)
+		}
+		rp.ServeHTTP(w, r)
+	}))
 }
 
 func singleSlash(base, path string) string {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -65,6 +66,29 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		t.Errorf("the upstream served %d requests, want exactly %d", n, itemsLimit)
 	}
 
+	// Over a degrade-mode tier the API is told, and so is the client.
+	for i, want := range []string{"served GET /files/a/b", "served GET /files/a/b (degraded: shop-files)"} {
+		// The client's own marker never reaches the API.
+		req, _ := http.NewRequest("GET", base+"/files/a/b", nil)
+		req.Header.Set("Authorization", "Bearer "+f.secret)
+		req.Header.Set("Sluice-Degraded", "spoofed")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(body) != want {
+			t.Errorf("files request %d: status %d body %q, want %q", i, res.StatusCode, body, want)
+		}
+		if got, wantHeader := res.Header.Get("Sluice-Degraded"), strings.TrimSuffix(strings.TrimPrefix(want, "served GET /files/a/b (degraded: "), ")"); i == 1 && got != wantHeader {
+			t.Errorf("degraded response: Sluice-Degraded = %q, want %q", got, wantHeader)
+		}
+		if v, ok := res.Header["Sluice-Degraded"]; i == 0 && ok {
+			t.Errorf("plain response carries Sluice-Degraded %q", v)
+		}
+	}
+
 	// A route without a tier passes; a bad key never reaches the API.
 	res := get(t, "POST", base+"/orders", f.secret)
 	res.Body.Close()
@@ -84,7 +108,7 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 	if res.Header.Get("WWW-Authenticate") == "" {
 		t.Error("401 without WWW-Authenticate")
 	}
-	if n := api.served.Load(); n != itemsLimit+1 {
-		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+1)
+	if n := api.served.Load(); n != itemsLimit+3 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+3)
 	}
 }
