@@ -18,6 +18,19 @@ const conflictMessage = "Someone else saved this plan after you opened it, so yo
 
 func planPath(id int64) string { return "/admin/plans/" + strconv.FormatInt(id, 10) }
 
+// tierRoutes lists the routes a tier may name for the forms: the portal's
+// own and every service's. If Postgres cannot list the services' routes,
+// the forms still offer the portal's (the save itself then reports the
+// outage).
+func (s *Server) tierRoutes(ctx context.Context) []string {
+	routes, err := s.deps.Plans.RoutesContext(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "listing declared routes", "err", err)
+		return s.deps.Plans.Routes()
+	}
+	return routes
+}
+
 // planPage loads what the plan page shows.
 func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error) {
 	p, err := s.deps.Plans.Get(ctx, id)
@@ -30,7 +43,7 @@ func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error)
 	}
 	return views.PlanPage{
 		Plan:    p,
-		Routes:  s.deps.Plans.Routes(),
+		Routes:  s.tierRoutes(ctx),
 		Counts:  counts[p.ID],
 		Details: views.PlanForm{Input: p.Input()},
 		Docs:    s.planDocs(p),

@@ -65,11 +65,11 @@ func (s *Server) tierAdded(w http.ResponseWriter, r *http.Request, p plans.Plan,
 	}
 	for _, l := range p.Limits {
 		if l.Name == name {
-			s.render(w, r, http.StatusOK, views.TierAdded(p, l, s.deps.Plans.Routes(), s.planDocs(p)))
+			s.render(w, r, http.StatusOK, views.TierAdded(p, l, s.tierRoutes(r.Context()), s.planDocs(p)))
 			return
 		}
 	}
 	// The tier is saved but not found by name (renamed by a racing edit):
 	// show the whole table as it is.
-	s.render(w, r, http.StatusOK, views.TierAddRejected(p, s.deps.Plans.Routes(), views.TierForm{}, s.planDocs(p)))
+	s.render(w, r, http.StatusOK, views.TierAddRejected(p, s.tierRoutes(r.Context()), views.TierForm{}, s.planDocs(p)))
 }

@@ -63,7 +63,7 @@ func (s *Server) tierEditForm(w http.ResponseWriter, r *http.Request) {
 	}
 	f := views.TierForm{LimitID: l.ID, Input: l.Input()}
 	if isHTMX(r) {
-		s.render(w, r, http.StatusOK, views.TierEditFragment(p, s.deps.Plans.Routes(), f, s.planDocs(p)))
+		s.render(w, r, http.StatusOK, views.TierEditFragment(p, s.tierRoutes(r.Context()), f, s.planDocs(p)))
 		return
 	}
 	v, err := s.planPage(r.Context(), p.ID)

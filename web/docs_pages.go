@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/docs"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/views"
 )
 
@@ -32,7 +33,9 @@ func newDocsPages(s *Server) *docsPages {
 }
 
 // model returns the docs model for r: the plans as they are now, the
-// signed-in developer's plan first, examples addressed to this host.
+// signed-in developer's plan first, examples addressed to this host. Under
+// /docs/services/{slug} it documents that service's routes (the demo
+// service is the sample API, with its operations' own descriptions).
 func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	all, err := d.s.deps.Plans.List(r.Context())
 	if err != nil {
@@ -45,6 +48,21 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	base := d.s.publicBase(r)
 	var key strings.Builder
 	key.WriteString(base + "|" + your.Slug)
+	opts := docs.Options{BaseURL: base, YourPlan: your.Slug}
+	if slug := r.PathValue("slug"); slug != "" {
+		if d.s.services == nil {
+			return docs.Model{}, errUnavailable
+		}
+		svc, err := d.s.services.Get(r.Context(), slug)
+		if err != nil {
+			return docs.Model{}, err
+		}
+		opts.Title = svc.Name
+		if svc.Slug != services.DemoSlug {
+			opts.Endpoints = docs.RouteEndpoints(svc.Routes)
+		}
+		fmt.Fprintf(&key, "|service:%s:%d", svc.Slug, svc.Version)
+	}
 	for _, p := range all {
 		fmt.Fprintf(&key, "|%d:%d", p.ID, p.Version)
 	}
@@ -53,7 +71,7 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	if m, ok := d.cache[key.String()]; ok {
 		return m, nil
 	}
-	m, err := docs.Build(all, docs.Options{BaseURL: base, YourPlan: your.Slug})
+	m, err := docs.Build(all, opts)
 	if err != nil {
 		return docs.Model{}, err
 	}
@@ -85,7 +103,11 @@ func (d *docsPages) page(w http.ResponseWriter, r *http.Request) {
 		d.s.error(w, r, err)
 		return
 	}
-	d.s.render(w, r, http.StatusOK, views.DocsPage(d.s.page(r, "Rate limits", "docs"), m))
+	title := "Rate limits"
+	if r.PathValue("slug") != "" {
+		title += ": " + m.Title
+	}
+	d.s.render(w, r, http.StatusOK, views.DocsPage(d.s.page(r, title, "docs"), m))
 }
 
 func (d *docsPages) markdown(w http.ResponseWriter, r *http.Request) {

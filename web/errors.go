@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
@@ -48,6 +49,7 @@ var errorKinds = []errorKind{
 	{apikeys.ErrRevoked, http.StatusConflict, "This key is revoked; it can no longer be changed."},
 	{apikeys.ErrExpired, http.StatusConflict, "This key has expired; it can no longer be changed."},
 	{apikeys.ErrConflict, http.StatusConflict, "Someone else changed this key first. Reload and try again."},
+	{services.ErrNotFound, http.StatusNotFound, "There is no such service."},
 	{users.ErrNotFound, http.StatusNotFound, "There is no such user."},
 	{users.ErrUnknownPlan, http.StatusUnprocessableEntity, "That plan does not exist."},
 	{users.ErrConflict, http.StatusConflict, "Someone else changed this user first. Reload and try again."},

@@ -10,6 +10,12 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/live", op(s.liveKeys))
 	mux.Handle("GET /admin/live/stream", op(s.liveStream))
 
+	mux.Handle("GET /admin/services", op(s.withServices(s.servicesList)))
+	mux.Handle("POST /admin/services", op(s.withServices(s.serviceCreate)))
+	mux.Handle("GET /admin/services/{slug}", op(s.withServices(s.serviceShow)))
+	mux.Handle("POST /admin/services/{slug}", op(s.withServices(s.serviceUpdate)))
+	mux.Handle("POST /admin/services/{slug}/delete", op(s.withServices(s.serviceDelete)))
+
 	mux.Handle("GET /admin/plans", op(s.plansList))
 	mux.Handle("GET /admin/plans/new", op(s.planNew))
 	mux.Handle("POST /admin/plans", op(s.planCreate))

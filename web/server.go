@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -75,6 +76,8 @@ type Server struct {
 	usage    usageCache
 	// localLimiter counts sign-in attempts while the shared store is down.
 	localLimiter *enforce.MemoryStore
+	// services is over Deps.Pool (nil without one: the pages then 503).
+	services *services.Repo
 }
 
 // New builds the UI from its dependencies. It panics on a missing required
@@ -94,6 +97,9 @@ func New(deps Deps) *Server {
 		s.now = time.Now
 	}
 	s.sessions = newSessionStore(deps.SessionSecret)
+	if deps.Pool != nil {
+		s.services = services.NewRepo(deps.Pool)
+	}
 	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()
 	return s

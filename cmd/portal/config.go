@@ -25,6 +25,9 @@ import (
 type Config struct {
 	// Addr is the HTTP listen address (PORTAL_ADDR, -addr).
 	Addr string
+	// GRPCAddr is where Envoy's rate-limit service listens (PORTAL_GRPC_ADDR,
+	// -grpc-addr); empty, the default, serves no gRPC.
+	GRPCAddr string
 	// DatabaseURL is the Postgres store of record (DATABASE_URL,
 	// -database-url); empty runs an embedded Postgres in DataDir.
 	DatabaseURL string
@@ -111,6 +114,14 @@ func settings(getenv func(string) string) []setting {
 	return []setting{
 		{env: "PORTAL_ADDR", flag: "addr", def: ":8080", accepts: "a listen address host:port, e.g. :8080 or 127.0.0.1:8080 (port 0 picks a free port)",
 			set: func(c *Config, v string) error { c.Addr = v; return checkAddr(v) }},
+		{env: "PORTAL_GRPC_ADDR", flag: "grpc-addr", accepts: "a listen address host:port for Envoy's rate-limit service over gRPC, e.g. :8081, or empty for none",
+			set: func(c *Config, v string) error {
+				c.GRPCAddr = v
+				if v == "" {
+					return nil
+				}
+				return checkAddr(v)
+			}},
 		{env: "DATABASE_URL", flag: "database-url", accepts: "a postgres://user:pass@host:5432/db URL, or empty for the embedded Postgres", secret: true,
 			set: func(c *Config, v string) error {
 				c.DatabaseURL = v

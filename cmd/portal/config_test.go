@@ -67,12 +67,14 @@ func equalConfig(a, b Config) bool {
 		string(a.SessionSecret) == string(b.SessionSecret) && slices.Equal(a.TrustedProxies, b.TrustedProxies) &&
 		a.RedisFailureMode == b.RedisFailureMode && a.Instances == b.Instances && a.RedisPrefix == b.RedisPrefix &&
 		a.RedisTimeout == b.RedisTimeout && a.RedisNearCache == b.RedisNearCache && a.LastUsedInterval == b.LastUsedInterval && a.LogJSON == b.LogJSON &&
-		a.LogLevel == b.LogLevel && a.Migrate == b.Migrate && a.Demo == b.Demo && a.ShutdownTimeout == b.ShutdownTimeout
+		a.LogLevel == b.LogLevel && a.Migrate == b.Migrate && a.Demo == b.Demo && a.ShutdownTimeout == b.ShutdownTimeout &&
+		a.GRPCAddr == b.GRPCAddr
 }
 
 func TestLoadConfigValues(t *testing.T) {
 	env := map[string]string{
 		"PORTAL_ADDR":               "127.0.0.1:9000",
+		"PORTAL_GRPC_ADDR":          ":8081",
 		"DATABASE_URL":              "postgres://u:p@db:5432/sluice",
 		"REDIS_URL":                 "redis://cache:6379/1",
 		"PORTAL_DATA_DIR":           "/srv/sluice",
@@ -94,7 +96,7 @@ func TestLoadConfigValues(t *testing.T) {
 		"PORTAL_SHUTDOWN_TIMEOUT":   "30s",
 	}
 	want := Config{
-		Addr: "127.0.0.1:9000", DatabaseURL: "postgres://u:p@db:5432/sluice", RedisURL: "redis://cache:6379/1",
+		Addr: "127.0.0.1:9000", GRPCAddr: ":8081", DatabaseURL: "postgres://u:p@db:5432/sluice", RedisURL: "redis://cache:6379/1",
 		DataDir: "/srv/sluice", AdminEmail: "ops@example.com", AdminPassword: "a long password",
 		AdminToken: strings.Repeat("t", 32), SessionSecret: []byte(strings.Repeat("s", 32)),
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.1/32"),
@@ -156,6 +158,7 @@ func TestLoadConfigRejects(t *testing.T) {
 	}{
 		{"PORTAL_ADDR", "8080", "invalid PORTAL_ADDR (-addr) \"8080\": not host:port; want a listen address host:port"},
 		{"PORTAL_ADDR", ":99999", "invalid PORTAL_ADDR (-addr) \":99999\": port must be 0-65535"},
+		{"PORTAL_GRPC_ADDR", "8081", "invalid PORTAL_GRPC_ADDR (-grpc-addr) \"8081\": not host:port"},
 		{"DATABASE_URL", "postgres://u:hunter2@db:notaport/x", "invalid DATABASE_URL (-database-url) (value hidden): not a valid URL; want a postgres://"},
 		{"REDIS_URL", "http://u:hunter2@cache", "invalid REDIS_URL (-redis-url) (value hidden): scheme \"http\" is not redis"},
 		{"REDIS_URL", "redis+sentinel://u:hunter2@cache:26379", "invalid REDIS_URL (-redis-url) (value hidden): a Sentinel URL needs master_name="},

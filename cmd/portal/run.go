@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/bootstrap"
 	"github.com/sluicehq/sluice/internal/database"
@@ -184,6 +185,21 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		}
 	}()
 
+	var grpcLn net.Listener
+	var grpcSrv *grpc.Server
+	if cfg.GRPCAddr != "" {
+		grpcLn, err = net.Listen("tcp", cfg.GRPCAddr)
+		if err != nil {
+			return fmt.Errorf("PORTAL_GRPC_ADDR: cannot listen on %s: %w; set PORTAL_GRPC_ADDR to a free address, or unset it", cfg.GRPCAddr, unwrapOp(err))
+		}
+		defer func() {
+			if err != nil {
+				_ = grpcLn.Close()
+			}
+		}()
+		grpcSrv = grpc.NewServer(grpc.ConnectionTimeout(5*time.Second), grpc.MaxRecvMsgSize(1<<20))
+	}
+
 	if cfg.DatabaseURL == "" || cfg.SessionSecret == nil {
 		// A data dir this start creates is removed again if the start
 		// fails, so a failed first start leaves nothing half-made behind.
@@ -232,7 +248,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		return err
 	}
 
-	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb})
+	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv})
 	if err != nil {
 		return err
 	}
@@ -257,8 +273,17 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 			url, boot.OperatorEmail, boot.GeneratedPassword)
 	}
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if grpcSrv != nil {
+		logger.Info("Envoy rate-limit service listening", "addr", grpcLn.Addr().String())
+		go func() {
+			if err := grpcSrv.Serve(grpcLn); err != nil {
+				serveErr <- fmt.Errorf("grpc: %w", err)
+			}
+		}()
+		defer grpcSrv.Stop()
+	}
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("http server: %w", err)
@@ -267,6 +292,20 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	if grpcSrv != nil {
+		// GracefulStop waits for calls in flight; Stop (deferred above)
+		// ends them when the shutdown timeout runs out first.
+		stopped := make(chan struct{})
+		go func() { grpcSrv.GracefulStop(); close(stopped) }()
+		defer func() { <-stopped }()
+		go func() {
+			select {
+			case <-stopped:
+			case <-shutdownCtx.Done():
+				grpcSrv.Stop()
+			}
+		}()
+	}
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("graceful shutdown: %w", err)
 	}

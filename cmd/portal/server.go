@@ -17,11 +17,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/sampleapi"
+	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/snapshot"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/web"
@@ -35,6 +40,9 @@ type serverDeps struct {
 	pool   *pgxpool.Pool
 	// redis is nil when REDIS_URL is unset (in-memory counters).
 	redis redis.UniversalClient
+	// grpc, when PORTAL_GRPC_ADDR is set, receives Envoy's rate-limit
+	// service.
+	grpc *grpc.Server
 }
 
 // protectedRoutes are the ServeMux patterns of the sample API that plan
@@ -127,6 +135,18 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux.Handle("GET /readyz", readyz(d.pool, d.redis, d.logger))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
 	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
+	// Gateways in front of other APIs ask here, any method (gateway.Check).
+	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
+	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
+	// Programs enforcing with the guard package fetch the policy here.
+	mux.Handle(gateway.PolicyPath, gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger))
+	// Services with an upstream URL: by path here, by host name around
+	// the whole mux below.
+	proxy := gateway.NewProxy(catalogs, mw, nil, d.logger)
+	mux.Handle(gateway.ProxyPrefix, proxy)
+	if d.grpc != nil {
+		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
+	}
 	mux.Handle(adminapi.Prefix+"/", adminapi.New(adminapi.Deps{
 		Plans:  planSvc,
 		Keys:   keySvc,
@@ -150,7 +170,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		TrustedProxies: d.cfg.TrustedProxies,
 	}))
 
-	return mux, func() {
+	return gateway.ByHost(catalogs, proxy, mux), func() {
 		stop()
 		wg.Wait() // the last-used flusher writes its final batch here
 		for _, c := range closers {

@@ -117,7 +117,11 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
 		errs = append(errs, plans.FieldError{Field: "expires_at", Message: "must be in the future"})
 	}
-	errs = append(errs, s.validateOverrides(overrides)...)
+	overrideErrs, err := s.validateOverrides(ctx, overrides)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("create key: %w", err)
+	}
+	errs = append(errs, overrideErrs...)
 	if len(errs) > 0 {
 		return Key{}, "", &plans.ValidationError{Fields: errs}
 	}
@@ -249,7 +253,11 @@ const setOverrides = `UPDATE api_keys SET overrides = $2, version = version + 1 
 // Errors: *plans.ValidationError, ErrNotFound, ErrConflict, ErrRevoked.
 func (s *Service) SetOverrides(ctx context.Context, actor string, id int64, version int, o []plans.LimitInput) (Key, error) {
 	o = normalizedOverrides(o)
-	if errs := s.validateOverrides(o); len(errs) > 0 {
+	errs, err := s.validateOverrides(ctx, o)
+	if err != nil {
+		return Key{}, fmt.Errorf("set overrides of key %d: %w", id, err)
+	}
+	if len(errs) > 0 {
 		return Key{}, &plans.ValidationError{Fields: errs}
 	}
 	return s.change(ctx, actor, id, "key.overrides", func(tx pgx.Tx, k Key) error {
@@ -481,12 +489,25 @@ func normalizedOverrides(o []plans.LimitInput) []plans.LimitInput {
 	return out
 }
 
-func (s *Service) validateOverrides(o []plans.LimitInput) []plans.FieldError {
+// validateOverrides checks overrides; their routes may be the ones given to
+// NewService or any route a service declares (read only when an override
+// names another).
+func (s *Service) validateOverrides(ctx context.Context, o []plans.LimitInput) ([]plans.FieldError, error) {
 	var errs []plans.FieldError
 	if len(o) > MaxOverrides {
 		errs = append(errs, plans.FieldError{Field: "overrides", Message: fmt.Sprintf("at most %d overrides", MaxOverrides)})
 	}
-	return append(errs, plans.ValidateLimits("overrides", o, s.routes)...)
+	routes := s.routes
+	for _, l := range o {
+		if l.Route != "" && !slices.Contains(routes, l.Route) {
+			var err error
+			if routes, err = plans.DeclaredRoutes(ctx, s.pool, s.routes); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	return append(errs, plans.ValidateLimits("overrides", o, routes)...), nil
 }
 
 // mapWriteError turns foreign-key violations into field errors: the caller

@@ -21,6 +21,8 @@ const (
 	ObjectKey   = "key"
 	ObjectUser  = "user"
 	ObjectToken = "token"
+	// ObjectService is a service and its routes (migration 000004).
+	ObjectService = "service"
 )
 
 // Entry is one recorded change.

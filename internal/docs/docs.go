@@ -27,6 +27,12 @@ type Options struct {
 	// YourPlan is the slug of the signed-in developer's plan, shown first
 	// and marked; "" for a visitor.
 	YourPlan string
+	// Title names the API in the OpenAPI document ("" means "Sluice sample
+	// API").
+	Title string
+	// Endpoints are the operations documented (nil means SampleAPI()); a
+	// declared service's come from RouteEndpoints.
+	Endpoints []Endpoint
 	// Now is the moment the examples are computed at (zero means
 	// 2026-01-01T00:00:00Z, so that output is stable); its Unix time appears in
 	// the example X-RateLimit-Reset headers.
@@ -36,6 +42,8 @@ type Options struct {
 // Model is everything the docs say, in the order they say it.
 type Model struct {
 	BaseURL string
+	// Title names the API documented.
+	Title string
 	// Plans are the plans compared: every public plan, and the caller's own
 	// plan even when it is not public, the caller's first.
 	Plans []PlanDoc
@@ -130,7 +138,13 @@ func Build(all []plans.Plan, opts Options) (Model, error) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	m := Model{BaseURL: opts.BaseURL}
+	if opts.Title == "" {
+		opts.Title = "Sluice sample API"
+	}
+	if opts.Endpoints == nil {
+		opts.Endpoints = SampleAPI()
+	}
+	m := Model{BaseURL: opts.BaseURL, Title: opts.Title}
 	var shown []plans.Plan
 	for _, p := range all {
 		if p.IsPublic || (opts.YourPlan != "" && p.Slug == opts.YourPlan) {
@@ -163,7 +177,7 @@ func Build(all []plans.Plan, opts Options) (Model, error) {
 			m.Algorithms = append(m.Algorithms, algorithmDoc(a))
 		}
 	}
-	for _, e := range SampleAPI() {
+	for _, e := range opts.Endpoints {
 		ed := EndpointDoc{Endpoint: e, Curl: curl(opts.BaseURL, e)}
 		for _, p := range shown {
 			ep := EndpointPlan{Plan: p.Slug, Yours: opts.YourPlan != "" && p.Slug == opts.YourPlan}

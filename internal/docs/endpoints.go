@@ -21,6 +21,9 @@ type Endpoint struct {
 	Description string
 	// ExamplePath is a concrete path to call, with a query if one is needed.
 	ExamplePath string
+	// ExampleHost is the host the example request is sent to ("" means
+	// any): a route whose pattern names a host is only served there.
+	ExampleHost string
 	// ExampleBody is a JSON request body for the curl example ("" for none).
 	ExampleBody string
 	// Status is the status of a successful answer (200, or 202 for reports).
@@ -81,4 +84,66 @@ func endpoint(route, id, summary, desc, example, body string, status int, params
 		Description: desc, ExamplePath: example, ExampleBody: body, Status: status,
 		Params: params, Limited: true,
 	}
+}
+
+// RouteEndpoints describes a declared service's routes (ServeMux patterns)
+// for the docs: the operations are the operator's, so all that is known of
+// each is its pattern, its path wildcards and that it is limited. Example
+// paths put "1" in each wildcard ("a/b" in a {name...} one).
+func RouteEndpoints(patterns []string) []Endpoint {
+	out := make([]Endpoint, 0, len(patterns))
+	for _, route := range patterns {
+		method, rest, _ := strings.Cut(route, " ")
+		rest = strings.TrimSpace(rest)
+		path := rest
+		host := ""
+		if i := strings.IndexByte(rest, '/'); i > 0 {
+			host, path = rest[:i], rest[i:] // a host in the pattern is not part of the path
+		}
+		path = strings.ReplaceAll(path, "{$}", "")
+		e := Endpoint{Route: route, Method: method, Path: path, Summary: route, Status: 200, Limited: true,
+			OperationID: operationID(method, path), ExampleHost: host}
+		var example strings.Builder
+		for _, seg := range strings.SplitAfter(path, "/") {
+			name, isWild := strings.CutPrefix(strings.TrimSuffix(seg, "/"), "{")
+			if !isWild {
+				example.WriteString(seg)
+				continue
+			}
+			name = strings.TrimSuffix(name, "}")
+			value := "1"
+			if n, rest := strings.CutSuffix(name, "..."); rest {
+				name, value = n, "a/b"
+			}
+			e.Params = append(e.Params, Param{Name: name, In: "path", Required: true, Type: "string",
+				Description: "Path segment " + name + "."})
+			example.WriteString(value)
+			if strings.HasSuffix(seg, "/") {
+				example.WriteString("/")
+			}
+		}
+		e.ExamplePath = example.String()
+		e.Path = strings.ReplaceAll(path, "...}", "}")
+		out = append(out, e)
+	}
+	return out
+}
+
+// operationID is "get_items_id" for GET /items/{id}.
+func operationID(method, path string) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(method))
+	for _, r := range path {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r >= 'A' && r <= 'Z':
+			b.WriteRune(r + ('a' - 'A'))
+		case r == '/' || r == '-' || r == '_' || r == '.':
+			if !strings.HasSuffix(b.String(), "_") {
+				b.WriteByte('_')
+			}
+		}
+	}
+	return strings.TrimSuffix(b.String(), "_")
 }

@@ -145,7 +145,7 @@ var rateLimitHeaders = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X
 func OpenAPI(m Model) ([]byte, error) {
 	doc := oaDoc{
 		OpenAPI: "3.1.0",
-		Info: oaInfo{Title: "Sluice sample API", Version: "1.0.0", Description: "The API Sluice protects. " +
+		Info: oaInfo{Title: m.Title, Version: "1.0.0", Description: "The API Sluice protects. " +
 			"Rate limits per plan are in each operation's x-ratelimit extension, generated from the plans " +
 			"Sluice enforces. " + Backoff},
 		Servers:    []oaServer{{URL: m.BaseURL}},

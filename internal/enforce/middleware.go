@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -144,78 +145,102 @@ func (m *Middleware) WrapAsync(next http.Handler) http.Handler {
 
 func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := m.identify(w, r)
-		if !ok {
-			return
-		}
-		route := r.Pattern
-		limits, policy := m.routes.applicable(caller.Limits, route)
-		st := &requestState{caller: caller}
-		if len(limits) == 0 {
-			next.ServeHTTP(w, st.attach(r))
-			return
-		}
+		m.serve(w, r, r.Pattern, 1, next, async)
+	})
+}
 
-		var before time.Time
-		if !m.stamped {
-			before = m.now()
-		}
-		start := time.Since(m.epoch)
-		d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Route: route, Limits: limits}, st)
-		m.metrics.observe(route, time.Since(m.epoch)-start)
-		if err != nil {
-			m.storeFailed(w, r, next, st, route, err)
+// Enforce is Wrap for a request whose route was matched elsewhere, such as
+// a gateway asking before it proxies, whose original method and URI were
+// matched to route (a ServeMux pattern, "" for none) by the way in. The
+// caller is identified from r itself (its key headers and, through trusted
+// proxies, X-Forwarded-For), the same limits are consumed and the same
+// headers and answers written as Wrap would for that route, and next runs
+// when the request is admitted (after its queue delay, if any).
+func (m *Middleware) Enforce(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
+	m.serve(w, r, route, 1, next, false)
+}
+
+// EnforceHits is Enforce for a request that counts as hits requests (an
+// Envoy rate-limit request's hits_addend): every limit's cost is multiplied
+// by hits. hits below 1 count as 1.
+func (m *Middleware) EnforceHits(w http.ResponseWriter, r *http.Request, route string, hits int64, next http.Handler) {
+	m.serve(w, r, route, max(hits, 1), next, false)
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string, hits int64, next http.Handler, async bool) {
+	caller, ok := m.identify(w, r, route)
+	if !ok {
+		return
+	}
+	limits, policy := m.routes.applicable(caller.Limits, route)
+	if hits > 1 && len(limits) > 0 {
+		limits = withHits(limits, hits)
+	}
+	st := &requestState{caller: caller}
+	if len(limits) == 0 {
+		next.ServeHTTP(w, st.attach(r))
+		return
+	}
+
+	var before time.Time
+	if !m.stamped {
+		before = m.now()
+	}
+	start := time.Since(m.epoch)
+	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Route: route, Limits: limits}, st)
+	m.metrics.observe(route, time.Since(m.epoch)-start)
+	if err != nil {
+		m.storeFailed(w, r, next, st, route, err)
+		return
+	}
+	h := w.Header()
+	if !policyDescribes(limits, d.Layers) {
+		// The store decided other figures (a FailoverStore's local
+		// fallback divides each limit by the instance count).
+		policy = ""
+	}
+	writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
+	if d.Local {
+		// Decided on this instance's own counters while Redis is
+		// unreachable: the headers describe those figures.
+		h.Set(HeaderStoreDegraded, "local")
+	}
+	st.decision = d
+
+	if !d.Allowed {
+		exceeded, degrade := degradable(d)
+		if !degrade {
+			m.metrics.count(route, caller.Plan, "rejected")
+			writeRejection(w, d)
 			return
 		}
-		h := w.Header()
-		if !policyDescribes(limits, d.Layers) {
-			// The store decided other figures (a FailoverStore's local
-			// fallback divides each limit by the instance count).
-			policy = ""
-		}
-		writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
-		if d.Local {
-			// Decided on this instance's own counters while Redis is
-			// unreachable: the headers describe those figures.
-			h.Set(HeaderStoreDegraded, "local")
-		}
-		st.decision = d
+		m.metrics.count(route, caller.Plan, "degraded")
+		st.degraded = true
+		h.Set(HeaderDegraded, exceeded)
+		next.ServeHTTP(w, st.attach(r))
+		return
+	}
 
-		if !d.Allowed {
-			exceeded, degrade := degradable(d)
-			if !degrade {
+	if d.Delay > 0 {
+		h.Set(HeaderQueueDelay, strconv.FormatInt(d.Delay.Milliseconds(), 10))
+		if !async {
+			if d.Delay > m.maxWait {
 				m.metrics.count(route, caller.Plan, "rejected")
-				writeRejection(w, d)
+				writeQueueTooLong(w, d)
 				return
 			}
-			m.metrics.count(route, caller.Plan, "degraded")
-			st.degraded = true
-			h.Set(HeaderDegraded, exceeded)
-			next.ServeHTTP(w, st.attach(r))
-			return
-		}
-
-		if d.Delay > 0 {
-			h.Set(HeaderQueueDelay, strconv.FormatInt(d.Delay.Milliseconds(), 10))
-			if !async {
-				if d.Delay > m.maxWait {
-					m.metrics.count(route, caller.Plan, "rejected")
-					writeQueueTooLong(w, d)
-					return
-				}
-				if !sleep(r.Context(), d.Delay) {
-					m.metrics.count(route, caller.Plan, "cancelled")
-					writeError(w, http.StatusServiceUnavailable, "queue_wait_cancelled",
-						"The request was cancelled while it waited its turn.")
-					return
-				}
+			if !sleep(r.Context(), d.Delay) {
+				m.metrics.count(route, caller.Plan, "cancelled")
+				writeError(w, http.StatusServiceUnavailable, "queue_wait_cancelled",
+					"The request was cancelled while it waited its turn.")
+				return
 			}
-			m.metrics.count(route, caller.Plan, "queued")
-		} else {
-			m.metrics.count(route, caller.Plan, "admitted")
 		}
-		next.ServeHTTP(w, st.attach(r))
-	})
+		m.metrics.count(route, caller.Plan, "queued")
+	} else {
+		m.metrics.count(route, caller.Plan, "admitted")
+	}
+	next.ServeHTTP(w, st.attach(r))
 }
 
 // allow decides req, into st's own layers when the store can.
@@ -242,7 +267,7 @@ func (m *Middleware) decidedAt(d Decision, before time.Time) time.Time {
 
 // identify resolves the caller of r, answering 401 (and returning false)
 // when a presented key is unusable.
-func (m *Middleware) identify(w http.ResponseWriter, r *http.Request) (Caller, bool) {
+func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route string) (Caller, bool) {
 	secret, presented := presentedKey(r)
 	if !presented {
 		return m.resolver.Anonymous(ClientIP(r, m.trusted)), true
@@ -255,13 +280,13 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request) (Caller, b
 		if !errors.Is(err, ErrInvalidKey) {
 			// The resolver works on an in-memory snapshot; any other error
 			// is a bug or an unloaded snapshot, not the caller's fault.
-			m.log.ErrorContext(r.Context(), "resolving API key", "err", err, "route", r.Pattern)
+			m.log.ErrorContext(r.Context(), "resolving API key", "err", err, "route", route)
 			writeError(w, http.StatusServiceUnavailable, "identity_unavailable",
 				"The API key could not be checked right now; retry shortly.")
 			return Caller{}, false
 		}
 	}
-	m.metrics.count(r.Pattern, "", "unauthorized")
+	m.metrics.count(route, "", "unauthorized")
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	writeError(w, http.StatusUnauthorized, "invalid_api_key",
 		"The API key is malformed, unknown, revoked or expired. Send a valid key as \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\", or no key at all for anonymous access.")
@@ -334,6 +359,16 @@ func applicable(limits []Limit, route string) []Limit {
 		if l.Route == "" || l.Route == route {
 			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// withHits returns a copy of limits each costing hits times its cost (the
+// policy they advertise is unchanged: same names, quotas and windows).
+func withHits(limits []Limit, hits int64) []Limit {
+	out := slices.Clone(limits)
+	for i := range out {
+		out[i].Cost = max(out[i].Cost, 1) * hits
 	}
 	return out
 }

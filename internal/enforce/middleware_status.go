@@ -43,7 +43,7 @@ type LimitStatus struct {
 // headers for all the plan's limits.
 func (m *Middleware) StatusHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := m.identify(w, r)
+		caller, ok := m.identify(w, r, r.Pattern)
 		if !ok {
 			return
 		}

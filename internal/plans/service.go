@@ -32,15 +32,46 @@ type Service struct {
 	logger *slog.Logger
 }
 
-// NewService returns a Service over pool. routes are the ServeMux patterns
-// the protected API serves (e.g. "GET /api/items/{id}"); tiers may only name
-// one of them.
+// NewService returns a Service over pool. Tiers may only name a route some
+// service declares (the service_routes table, read when a tier is
+// validated) or one of routes, ServeMux patterns such as
+// "GET /api/items/{id}" that the portal itself serves.
 func NewService(pool *pgxpool.Pool, routes []string, logger *slog.Logger) *Service {
 	return &Service{pool: pool, routes: slices.Clone(routes), logger: logger}
 }
 
-// Routes returns the route patterns tiers may name, for forms and docs.
+// Routes returns the route patterns given to NewService, for forms and docs.
+// Services declare further routes; RoutesContext lists them too.
 func (s *Service) Routes() []string { return slices.Clone(s.routes) }
+
+const selectDeclaredRoutes = `SELECT pattern FROM service_routes ORDER BY service_id, position, id`
+
+// DeclaredRoutes returns the routes services declare, service by service,
+// appended to extra without repeats: what a tier (or a key's override) may
+// name.
+func DeclaredRoutes(ctx context.Context, db audit.DBTX, extra []string) ([]string, error) {
+	rows, err := db.Query(ctx, selectDeclaredRoutes)
+	if err != nil {
+		return nil, fmt.Errorf("select declared routes: %w", err)
+	}
+	declared, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("select declared routes: %w", err)
+	}
+	out := slices.Clone(extra)
+	for _, r := range declared {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// RoutesContext returns every route a tier may name: the routes given to
+// NewService, then those services declare, without repeats.
+func (s *Service) RoutesContext(ctx context.Context) ([]string, error) {
+	return DeclaredRoutes(ctx, s.pool, s.routes)
+}
 
 const (
 	selectPlans = `
@@ -226,11 +257,15 @@ RETURNING id`
 // Errors: *ValidationError, ErrSlugTaken.
 func (s *Service) Create(ctx context.Context, actor string, in PlanInput) (Plan, error) {
 	in = in.normalized()
-	if err := Validate(in, s.routes); err != nil {
+	routes, err := s.RoutesContext(ctx)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := Validate(in, routes); err != nil {
 		return Plan{}, err
 	}
 	var created Plan
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := takeRoles(ctx, tx, actor, 0, in); err != nil {
 			return err
 		}
@@ -290,11 +325,15 @@ SET route = EXCLUDED.route, algorithm = EXCLUDED.algorithm, limit_count = EXCLUD
 // Errors: *ValidationError, ErrNotFound, ErrConflict, ErrSlugTaken.
 func (s *Service) Update(ctx context.Context, actor string, id int64, version int, in PlanInput) (Plan, error) {
 	in = in.normalized()
-	if err := Validate(in, s.routes); err != nil {
+	routes, err := s.RoutesContext(ctx)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := Validate(in, routes); err != nil {
 		return Plan{}, err
 	}
 	var updated Plan
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		before, err := lockPlan(ctx, tx, id, version)
 		if err != nil {
 			return err
@@ -385,7 +424,7 @@ func (s *Service) Delete(ctx context.Context, actor string, id int64) error {
 func (s *Service) AddLimit(ctx context.Context, actor string, planID int64, planVersion int, in LimitInput) (Plan, error) {
 	in = in.normalized()
 	return s.editLimits(ctx, planID, planVersion, func(tx pgx.Tx, p Plan) error {
-		if err := s.validateTier(in, p.Limits, 0, len(p.Limits)+1); err != nil {
+		if err := s.validateTier(ctx, in, p.Limits, 0, len(p.Limits)+1); err != nil {
 			return err
 		}
 		position := 0
@@ -415,7 +454,7 @@ func (s *Service) UpdateLimit(ctx context.Context, actor string, planID int64, p
 		if i < 0 {
 			return fmt.Errorf("limit %d of plan %d: %w", limitID, planID, ErrNotFound)
 		}
-		if err := s.validateTier(in, p.Limits, limitID, len(p.Limits)); err != nil {
+		if err := s.validateTier(ctx, in, p.Limits, limitID, len(p.Limits)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, updateLimit, planID, limitID, in.Name, in.Route, in.Algorithm, in.Limit,
@@ -486,8 +525,12 @@ func (s *Service) editLimits(ctx context.Context, planID int64, planVersion int,
 // validateTier checks one submitted tier against the rules and against the
 // plan's other tiers (skipping the one with id self), naming the tier's own
 // fields.
-func (s *Service) validateTier(in LimitInput, others []Limit, self int64, total int) error {
-	errs := ValidateLimit("", in, s.routes)
+func (s *Service) validateTier(ctx context.Context, in LimitInput, others []Limit, self int64, total int) error {
+	routes, err := s.RoutesContext(ctx)
+	if err != nil {
+		return err
+	}
+	errs := ValidateLimit("", in, routes)
 	if total > MaxLimitsPerPlan {
 		errs = append(errs, FieldError{Field: "limits", Message: fmt.Sprintf("at most %d limits per plan", MaxLimitsPerPlan)})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/services"
 )
 
 // DB is what Load needs: *pgxpool.Pool and *pgx.Conn satisfy it. Load reads
@@ -48,6 +49,9 @@ type Snapshot struct {
 	userPlans map[int64]int64
 	// anonymousLimits are the anonymous plan's limits in engine form.
 	anonymousLimits []enforce.Limit
+	// catalog holds the declared services and matches gateway requests
+	// to their routes.
+	catalog *services.Catalog
 }
 
 const (
@@ -114,6 +118,13 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 	}
 	if s.anonymous != nil {
 		s.anonymousLimits = planLimits[s.anonymous.ID]
+	}
+	svcs, err := services.LoadAll(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot: %w", err)
+	}
+	if s.catalog, err = services.NewCatalog(svcs); err != nil {
+		return nil, fmt.Errorf("load snapshot: %w", err)
 	}
 
 	rows, err := tx.Query(ctx, selectUserPlans)
@@ -247,6 +258,9 @@ func (s *Snapshot) KeyCaller(keyID int64) (enforce.Caller, bool) {
 	c, ok := s.callers[keyID]
 	return c, ok
 }
+
+// Services returns the declared services and their routes.
+func (s *Snapshot) Services() *services.Catalog { return s.catalog }
 
 // Keys returns how many usable secrets the snapshot holds.
 func (s *Snapshot) Keys() int { return len(s.keys) }

@@ -1,8 +1,9 @@
-// Package adminapi is Sluice's JSON admin API, mounted at /admin/api/v1: plans
-// and their limit tiers, API keys, developers, live key usage, the audit log
-// and operator tokens. Every route except the OpenAPI document needs an
-// operator token ("Authorization: Bearer sluice_op_...") or the bootstrap
-// token; errors are RFC 9457 problem+json. The route table in routes.go is the
+// Package adminapi is Sluice's JSON admin API, mounted at /admin/api/v1:
+// services and their routes (and service tokens), plans and their limit
+// tiers, API keys, developers, live key usage, the audit log and operator
+// tokens. Every route except the OpenAPI document needs an operator token
+// ("Authorization: Bearer sluice_op_...") or the bootstrap token; errors are
+// RFC 9457 problem+json. The route table in routes.go is the
 // single list of endpoints: the mux is built from it and a test holds the
 // OpenAPI document (openapi.json) to it.
 package adminapi
@@ -24,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -55,8 +57,10 @@ type api struct {
 	store  enforce.Store
 	pool   *pgxpool.Pool
 	users  *users.Repo
-	logger *slog.Logger
-	now    func() time.Time
+	// services is over Pool: no Deps field, so wiring stays unchanged.
+	services *services.Repo
+	logger   *slog.Logger
+	now      func() time.Time
 }
 
 // New returns the admin API handler. Mount it at Prefix+"/":
@@ -90,7 +94,7 @@ func newAPI(d Deps) *api {
 	}
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
-		users: users.NewRepo(d.Pool), logger: d.Logger, now: now,
+		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
 	}
 }
 
@@ -167,7 +171,19 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: "Another plan already uses this slug.",
 			Errors: []FieldError{{Field: "slug", Message: "is already taken by another plan"}},
 		})
-	case errors.Is(err, plans.ErrConflict), errors.Is(err, apikeys.ErrConflict), errors.Is(err, users.ErrConflict):
+	case errors.Is(err, services.ErrSlugTaken):
+		writeProblem(w, r, Problem{
+			Type: typeConflict, Title: "Conflict", Status: http.StatusConflict,
+			Detail: "Another service already uses this slug.",
+			Errors: []FieldError{{Field: "slug", Message: "is already taken by another service"}},
+		})
+	case errors.Is(err, services.ErrRouteInUse):
+		writeProblem(w, r, Problem{
+			Type: typeInUse, Title: "Route in use", Status: http.StatusConflict,
+			Detail: "A plan's tier names a route this change would remove; change those tiers first.",
+		})
+	case errors.Is(err, plans.ErrConflict), errors.Is(err, apikeys.ErrConflict), errors.Is(err, users.ErrConflict),
+		errors.Is(err, services.ErrConflict):
 		writeProblem(w, r, Problem{
 			Type: typeStaleVersion, Title: "Stale version", Status: http.StatusConflict,
 			Detail: "Someone changed this object after you read it; read it again and reapply your change with the new version.",
@@ -188,7 +204,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: "The API key has expired and can no longer be rotated.",
 		})
 	case errors.Is(err, plans.ErrNotFound), errors.Is(err, apikeys.ErrNotFound),
-		errors.Is(err, users.ErrNotFound), errors.Is(err, optokens.ErrNotFound):
+		errors.Is(err, users.ErrNotFound), errors.Is(err, optokens.ErrNotFound), errors.Is(err, services.ErrNotFound):
 		writeProblem(w, r, Problem{
 			Type: typeNotFound, Title: "Not found", Status: http.StatusNotFound,
 			Detail: notFoundDetail(err),
@@ -254,6 +270,8 @@ func notFoundDetail(err error) string {
 		return "No API key has this id."
 	case errors.Is(err, users.ErrNotFound):
 		return "No developer has this id."
+	case errors.Is(err, services.ErrNotFound):
+		return "No service has this slug (or no live token of it has this id)."
 	default:
 		return "No operator token has this id."
 	}

@@ -31,6 +31,14 @@ func (a *api) routes() []route {
 		{"PUT", p + "/plans/{id}/limits/{limit_id}", "updateLimit", a.updateLimit, false},
 		{"DELETE", p + "/plans/{id}/limits/{limit_id}", "deleteLimit", a.deleteLimit, false},
 
+		{"GET", p + "/services", "listServices", a.listServices, false},
+		{"POST", p + "/services", "createService", a.createService, false},
+		{"GET", p + "/services/{slug}", "getService", a.getService, false},
+		{"PUT", p + "/services/{slug}", "updateService", a.updateService, false},
+		{"DELETE", p + "/services/{slug}", "deleteService", a.deleteService, false},
+		{"POST", p + "/services/{slug}/tokens", "createServiceToken", a.createServiceToken, false},
+		{"POST", p + "/services/{slug}/tokens/{id}/revoke", "revokeServiceToken", a.revokeServiceToken, false},
+
 		{"GET", p + "/keys", "listKeys", a.listKeys, false},
 		{"POST", p + "/keys", "createKey", a.createKey, false},
 		{"GET", p + "/keys/{id}", "getKey", a.getKey, false},

@@ -1,0 +1,227 @@
+// Package guard enforces a Sluice portal's plans inside any Go service: it
+// fetches the policy (plans, their limits, API key hashes) from the portal
+// over HTTP with a service token, keeps it current by long polling (a plan
+// edit or a key revocation arrives within the portal's rebuild time, well
+// under a second), decides on the same Redis as the portal (or in this
+// process's memory), and wraps an http.Handler with the very middleware the
+// portal runs: same identification, same headers, same 429 body, same
+// counters. It needs no Postgres credentials.
+//
+// Register wrapped handlers on a net/http ServeMux: the route a tier names
+// is the pattern the mux matched (r.Pattern), so declare the same patterns
+// as the service's routes in the portal.
+//
+//	g, err := guard.New(ctx, guard.Options{
+//		PortalURL: "https://sluice.internal",
+//		Token:     os.Getenv("SLUICE_SERVICE_TOKEN"),
+//		Redis:     redis.NewClient(&redis.Options{Addr: "redis:6379"}),
+//	})
+//	mux.Handle("GET /items/{id}", g.Wrap(items))
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/policy"
+)
+
+// Options configures New. PortalURL and Token are required.
+type Options struct {
+	// PortalURL is the portal's base URL, e.g. "https://sluice.internal".
+	PortalURL string
+	// Token is a service token (sluice_svc_...) the operator issued for
+	// this service in the portal.
+	Token string
+	// Redis, when set, holds the counters, shared with the portal and every
+	// other guard: use the portal's REDIS_URL. Nil keeps them in this
+	// process's memory (one instance).
+	Redis redis.UniversalClient
+	// RedisPrefix must equal the portal's PORTAL_REDIS_PREFIX (default
+	// "sluice:") for the counters to be shared.
+	RedisPrefix string
+	// TrustedProxies are the peers whose X-Forwarded-For is believed, as
+	// PORTAL_TRUSTED_PROXIES.
+	TrustedProxies []netip.Prefix
+	// FailOpen admits requests while the counters cannot be reached
+	// (marked Sluice-RateLimit-Degraded); false answers 503.
+	FailOpen bool
+	// Client fetches the policy (default: a client with no overall timeout,
+	// since long polls last up to Wait).
+	Client *http.Client
+	// Wait is how long one long poll waits for a change (default 30 s, at
+	// most 60 s).
+	Wait time.Duration
+	// Logger receives fetch failures; never a key or the token.
+	Logger *slog.Logger
+}
+
+// Guard enforces the portal's policy. Create it with New; it is safe for
+// concurrent use.
+type Guard struct {
+	opts     Options
+	policy   *url.URL
+	resolver *policy.Resolver
+	mw       *enforce.Middleware
+	log      *slog.Logger
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu   sync.Mutex
+	etag string
+}
+
+// ErrUnauthorized means the portal refused the service token.
+var ErrUnauthorized = errors.New("guard: the portal refused the service token")
+
+// New fetches the policy once (so that the first request is already
+// enforced; a portal that cannot be reached is an error) and keeps it
+// current in the background until ctx ends or Close is called.
+func New(ctx context.Context, opts Options) (*Guard, error) {
+	if opts.PortalURL == "" || opts.Token == "" {
+		return nil, errors.New("guard: Options.PortalURL and Options.Token are required")
+	}
+	base, err := url.Parse(strings.TrimSuffix(opts.PortalURL, "/") + "/v1/policy")
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
+		return nil, fmt.Errorf("guard: PortalURL %q is not an http(s) URL", opts.PortalURL)
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{}
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = 30 * time.Second
+	}
+	opts.Wait = min(opts.Wait, 60*time.Second)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	var store enforce.Store
+	if opts.Redis != nil {
+		rs, err := enforce.NewRedisStore(opts.Redis, enforce.RedisOptions{Prefix: opts.RedisPrefix, DisableUsage: true})
+		if err != nil {
+			return nil, fmt.Errorf("guard: %w", err)
+		}
+		store = rs
+	} else {
+		store = enforce.NewMemoryStore(enforce.MemoryOptions{})
+	}
+	mode := enforce.FailClosed
+	if opts.FailOpen {
+		mode = enforce.FailOpen
+	}
+	g := &Guard{opts: opts, policy: base, resolver: policy.NewResolver(nil), log: opts.Logger, done: make(chan struct{})}
+	g.mw = enforce.NewMiddleware(store, g.resolver, enforce.MiddlewareOptions{
+		TrustedProxies: opts.TrustedProxies, Logger: opts.Logger, FailureMode: mode,
+	})
+	if _, err := g.fetch(ctx, 0); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.cancel = cancel
+	go func() {
+		defer close(g.done)
+		select {
+		case <-ctx.Done():
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	go g.run(runCtx)
+	return g, nil
+}
+
+// Wrap returns next with the caller's limits enforced, exactly as the
+// portal's embedded middleware does. Register the result on a ServeMux.
+func (g *Guard) Wrap(next http.Handler) http.Handler { return g.mw.Wrap(next) }
+
+// Version is the policy version being enforced.
+func (g *Guard) Version() uint64 { return g.resolver.Version() }
+
+// Close stops keeping the policy current; wrapped handlers keep enforcing
+// the last one.
+func (g *Guard) Close() {
+	g.cancel()
+	<-g.done
+}
+
+// run long-polls the portal until ctx ends, backing off after failures.
+func (g *Guard) run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if _, err := g.fetch(ctx, g.opts.Wait); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			g.log.WarnContext(ctx, "sluice guard: fetching the policy failed; enforcing the last one", "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
+
+// fetch asks for the policy, waiting up to wait for a change from the one
+// held, and installs what it gets; changed reports whether it got one.
+func (g *Guard) fetch(ctx context.Context, wait time.Duration) (changed bool, err error) {
+	u := *g.policy
+	g.mu.Lock()
+	etag := g.etag
+	g.mu.Unlock()
+	if wait > 0 && etag != "" {
+		u.RawQuery = "wait=" + fmt.Sprint(int(wait/time.Second))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, fmt.Errorf("guard: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+g.opts.Token)
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	res, err := g.opts.Client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("guard: fetch policy: %w", err)
+	}
+	defer res.Body.Close()
+	switch res.StatusCode {
+	case http.StatusNotModified:
+		return false, nil
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return false, ErrUnauthorized
+	default:
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return false, fmt.Errorf("guard: fetch policy: %s: %s", res.Status, strings.TrimSpace(string(b)))
+	}
+	var doc policy.Document
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<30)).Decode(&doc); err != nil {
+		return false, fmt.Errorf("guard: decode policy: %w", err)
+	}
+	if err := g.resolver.Install(doc); err != nil {
+		return false, fmt.Errorf("guard: policy: %w", err)
+	}
+	g.mu.Lock()
+	g.etag = res.Header.Get("ETag")
+	g.mu.Unlock()
+	return true, nil
+}

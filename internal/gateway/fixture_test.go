@@ -1,0 +1,177 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/services"
+	"github.com/sluicehq/sluice/internal/snapshot"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+const (
+	actor = "user:1"
+	// itemsLimit is the shop plan's tier on "GET /items/{id}".
+	itemsLimit = 5
+	itemsRoute = "GET /items/{id}"
+)
+
+// fixture is a control plane with a declared "shop" service, a plan
+// limiting one of its routes, a key on that plan, and the engine deciding
+// on a memory store, as cmd/portal wires them.
+type fixture struct {
+	pool     *pgxpool.Pool
+	plans    *plans.Service
+	keys     *apikeys.Service
+	services *services.Repo
+	holder   *snapshot.Holder
+	store    enforce.Store
+	mw       *enforce.Middleware
+	plan     plans.Plan
+	key      apikeys.Key
+	secret   string
+	logger   *slog.Logger
+}
+
+func newFixture(t testing.TB, store enforce.Store) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := &fixture{pool: pool, logger: logger, store: store,
+		plans:    plans.NewService(pool, nil, logger),
+		keys:     apikeys.NewService(pool, nil, logger),
+		services: services.NewRepo(pool),
+	}
+	if _, err := f.services.Create(ctx, actor, services.Input{Slug: "shop", Name: "Shop",
+		Routes: []string{itemsRoute, "POST /orders", "GET /files/{path...}"}}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	f.plan, err = f.plans.Create(ctx, actor, plans.PlanInput{Slug: "shop", Name: "Shop", IsDefault: true,
+		Limits: []plans.LimitInput{{Name: "items", Route: itemsRoute, Algorithm: "fixed_window",
+			Limit: itemsLimit, WindowSeconds: 3600},
+			{Name: "files", Route: "GET /files/{path...}", Algorithm: "fixed_window", Limit: 1, WindowSeconds: 3600, Mode: "degrade"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev int64
+	if err := pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ('dev@example.com', 'x', 'developer') RETURNING id`).Scan(&dev); err != nil {
+		t.Fatal(err)
+	}
+	f.key, f.secret, err = f.keys.Create(ctx, actor, apikeys.NewKey{UserID: dev, Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.holder = snapshot.NewHolder(pool, logger, snapshot.Options{Coalesce: time.Millisecond})
+	if err := f.holder.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.holder.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if f.store == nil {
+		f.store = enforce.NewMemoryStore(enforce.MemoryOptions{})
+	}
+	f.mw = enforce.NewMiddleware(f.store, f.holder, enforce.MiddlewareOptions{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Logger:         logger,
+	})
+	return f
+}
+
+// catalogs reads the holder's current snapshot.
+func (f *fixture) catalogs() gateway.Catalogs {
+	return gateway.CatalogFunc(func() *services.Catalog { return f.holder.Current().Services() })
+}
+
+// checkServer serves /v1/check as cmd/portal mounts it.
+func (f *fixture) checkServer(t testing.TB) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(gateway.CheckPath, gateway.NewCheck(f.catalogs(), f.mw, f.logger))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// upstream is the protected API: it counts the requests that reach it.
+type upstream struct {
+	*httptest.Server
+	served atomic.Int64
+}
+
+func newUpstream(t testing.TB) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.served.Add(1)
+		for name := range r.Header {
+			if strings.Contains(strings.ToLower(name), "ratelimit") {
+				// The gateway configs strip the decision's headers
+				// from what the API receives.
+				http.Error(w, "the upstream got "+name, http.StatusBadRequest)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "served "+r.Method+" "+r.URL.Path)
+		if d := r.Header.Get("Sluice-Degraded"); d != "" {
+			_, _ = io.WriteString(w, " (degraded: "+d+")")
+		}
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// waitFor blocks until cond holds for the holder's current snapshot,
+// woken by each rebuild; the deadline only bounds a broken notification.
+func (f *fixture) waitFor(t testing.TB, cond func(*snapshot.Snapshot) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		changed := f.holder.Changed()
+		if cond(f.holder.Current()) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("the snapshot never showed the change")
+		}
+	}
+}
+
+// setUpstream gives the shop service an upstream URL and waits until the
+// snapshot serves it.
+func (f *fixture) setUpstream(t testing.TB, upstream string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := f.services.Get(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := services.Input{Slug: s.Slug, Name: s.Name, Hosts: []string{"shop.example.com"}, Upstream: upstream, Routes: s.Routes}
+	if _, err := f.services.Update(ctx, actor, s.Slug, s.Version, in); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor(t, func(snap *snapshot.Snapshot) bool {
+		svc, ok := snap.Services().Service("shop")
+		return ok && svc.Upstream == upstream
+	})
+}

@@ -1,0 +1,114 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// throughGateway sends traffic to a gateway at base that asks Sluice before
+// it proxies to api, and checks what clients and api see: exactly the
+// limit admitted, the headers on admitted responses, the 429 with its body
+// and Retry-After, the 401 for a bad key.
+func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
+	t.Helper()
+	const sent = itemsLimit + 4
+	admitted, rejected := 0, 0
+	for i := range sent {
+		res := get(t, "GET", base+"/items/"+strconv.Itoa(i), f.secret)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		switch res.StatusCode {
+		case http.StatusOK:
+			admitted++
+			if string(body) != "served GET /items/"+strconv.Itoa(i) {
+				t.Errorf("admitted body %q", body)
+			}
+			if got, want := res.Header.Get("X-RateLimit-Remaining"), strconv.Itoa(itemsLimit-admitted); got != want {
+				t.Errorf("admitted %d: X-RateLimit-Remaining = %q, want %q", admitted, got, want)
+			}
+			for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"} {
+				if res.Header.Get(h) == "" {
+					t.Errorf("admitted response without %s: %v", h, res.Header)
+				}
+			}
+		case http.StatusTooManyRequests:
+			rejected++
+			var b struct {
+				Error      string `json:"error"`
+				RetryAfter int64  `json:"retry_after"`
+				Limit      int64  `json:"limit"`
+				Policy     string `json:"policy"`
+			}
+			if err := json.Unmarshal(body, &b); err != nil || b.Error != "rate_limit_exceeded" || b.Limit != itemsLimit || b.Policy != "shop-items" || b.RetryAfter < 1 {
+				t.Errorf("429 body %q (%v)", body, err)
+			}
+			if ra, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || int64(ra) != b.RetryAfter {
+				t.Errorf("Retry-After = %q, body says %d", res.Header.Get("Retry-After"), b.RetryAfter)
+			}
+			if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("429 Content-Type = %q", ct)
+			}
+			if res.Header.Get("X-RateLimit-Remaining") != "0" {
+				t.Errorf("429 X-RateLimit-Remaining = %q, want 0", res.Header.Get("X-RateLimit-Remaining"))
+			}
+		default:
+			t.Fatalf("request %d: status %d, body %q", i, res.StatusCode, body)
+		}
+	}
+	if admitted != itemsLimit || rejected != sent-itemsLimit {
+		t.Errorf("admitted %d and rejected %d of %d, want exactly %d admitted", admitted, rejected, sent, itemsLimit)
+	}
+	if n := api.served.Load(); n != itemsLimit {
+		t.Errorf("the upstream served %d requests, want exactly %d", n, itemsLimit)
+	}
+
+	// Over a degrade-mode tier the API is told, and so is the client.
+	for i, want := range []string{"served GET /files/a/b", "served GET /files/a/b (degraded: shop-files)"} {
+		// The client's own marker never reaches the API.
+		req, _ := http.NewRequest("GET", base+"/files/a/b", nil)
+		req.Header.Set("Authorization", "Bearer "+f.secret)
+		req.Header.Set("Sluice-Degraded", "spoofed")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(body) != want {
+			t.Errorf("files request %d: status %d body %q, want %q", i, res.StatusCode, body, want)
+		}
+		if got, wantHeader := res.Header.Get("Sluice-Degraded"), strings.TrimSuffix(strings.TrimPrefix(want, "served GET /files/a/b (degraded: "), ")"); i == 1 && got != wantHeader {
+			t.Errorf("degraded response: Sluice-Degraded = %q, want %q", got, wantHeader)
+		}
+		if v, ok := res.Header["Sluice-Degraded"]; i == 0 && ok {
+			t.Errorf("plain response carries Sluice-Degraded %q", v)
+		}
+	}
+
+	// A route without a tier passes; a bad key never reaches the API.
+	res := get(t, "POST", base+"/orders", f.secret)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("POST /orders: status %d, want 200", res.StatusCode)
+	}
+	if v, ok := res.Header["X-Ratelimit-Limit"]; ok {
+		t.Errorf("POST /orders has no limit but carries X-RateLimit-Limit %q", v)
+	}
+	res = get(t, "GET", base+"/items/1", "sk_live_unknown")
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var b struct{ Error string }
+	if res.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &b) != nil || b.Error != "invalid_api_key" {
+		t.Errorf("bad key: status %d body %q, want 401 invalid_api_key", res.StatusCode, body)
+	}
+	if res.Header.Get("WWW-Authenticate") == "" {
+		t.Error("401 without WWW-Authenticate")
+	}
+	if n := api.served.Load(); n != itemsLimit+3 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+3)
+	}
+}

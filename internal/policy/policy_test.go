@@ -1,0 +1,88 @@
+package policy_test
+
+import (
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/policy"
+)
+
+func hashOf(secret string) string {
+	h := apikeys.Hash(secret)
+	return hex.EncodeToString(h[:])
+}
+
+func TestResolver(t *testing.T) {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	r := policy.NewResolver(func() time.Time { return now })
+	plain, _ := apikeys.Generate()
+	override, _ := apikeys.Generate()
+	expired, _ := apikeys.Generate()
+	unknown, _ := apikeys.Generate()
+	if _, err := r.ResolveKey(plain); !errors.Is(err, policy.ErrNotLoaded) {
+		t.Fatalf("before Install: %v, want ErrNotLoaded", err)
+	}
+	past := now.Add(-time.Second)
+	items := []policy.Limit{{Name: "basic-items", Algorithm: "fixed_window", Limit: 3, WindowMS: 60000, Route: "GET /items/{id}"}}
+	doc := policy.Document{Version: 7, AnonymousPlan: "anon",
+		Plans: map[string][]policy.Limit{"basic": items, "anon": {{Name: "anon-all", Algorithm: "token_bucket", Limit: 10, WindowMS: 1000}}},
+		Keys: []policy.Key{
+			{Hash: hashOf(plain), KeyID: 1, UserID: 9, Plan: "basic"},
+			{Hash: hashOf(override), KeyID: 2, UserID: 9, Plan: "basic", Limits: []policy.Limit{{Name: "basic-items", Algorithm: "fixed_window", Limit: 100, WindowMS: 60000, Route: "GET /items/{id}"}}},
+			{Hash: hashOf(expired), KeyID: 3, Plan: "basic", KeyExpires: &past},
+		}}
+	if err := r.Install(doc); err != nil {
+		t.Fatal(err)
+	}
+	if r.Version() != 7 {
+		t.Errorf("Version = %d", r.Version())
+	}
+
+	c, err := r.ResolveKey(plain)
+	want := enforce.Limit{Name: "basic-items", Algorithm: enforce.FixedWindow, Limit: 3, Window: time.Minute, Route: "GET /items/{id}"}
+	if err != nil || c.Subject != "key:1" || c.UserID != 9 || c.Plan != "basic" || len(c.Limits) != 1 || c.Limits[0] != want {
+		t.Errorf("plain key: %+v, %v", c, err)
+	}
+	// Keys of one plan share one slice, as in the portal's snapshot.
+	doc.Keys = append(doc.Keys, policy.Key{Hash: hashOf(unknown), KeyID: 4, Plan: "basic"})
+	if err := r.Install(doc); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := r.ResolveKey(plain)
+	b, _ := r.ResolveKey(unknown)
+	if &a.Limits[0] != &b.Limits[0] {
+		t.Error("two keys of one plan got separate limit slices")
+	}
+	if c, _ := r.ResolveKey(override); c.Limits[0].Limit != 100 {
+		t.Errorf("override key: %+v", c.Limits)
+	}
+	for name, secret := range map[string]string{"Expired": expired, "Malformed": "nope"} {
+		if _, err := r.ResolveKey(secret); !errors.Is(err, enforce.ErrInvalidKey) {
+			t.Errorf("%s: %v, want ErrInvalidKey", name, err)
+		}
+	}
+	anon := r.Anonymous(netip.MustParseAddr("192.0.2.1"))
+	if anon.Subject != "ip:192.0.2.1" || anon.Plan != "anon" || len(anon.Limits) != 1 {
+		t.Errorf("anonymous: %+v", anon)
+	}
+
+	t.Run("BadDocumentsKeepThePrevious", func(t *testing.T) {
+		for name, bad := range map[string]policy.Document{
+			"BadHash":      {Keys: []policy.Key{{Hash: "zz", KeyID: 1}}},
+			"BadAlgorithm": {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "magic", Limit: 1, WindowMS: 1000}}}},
+			"ZeroWindow":   {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "fixed_window", Limit: 1}}}},
+		} {
+			if err := r.Install(bad); err == nil {
+				t.Errorf("%s installed", name)
+			}
+		}
+		if r.Version() != 7 {
+			t.Errorf("a refused document replaced the policy: version %d", r.Version())
+		}
+	})
+}
