@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -47,6 +48,9 @@ type Deps struct {
 	// TrustedProxies are the peers whose X-Forwarded-For and
 	// X-Forwarded-Proto are believed.
 	TrustedProxies []netip.Prefix
+	// SignIn is how many failed sign-ins are tolerated; the zero value
+	// means signin.DefaultPolicy(). The counts live in Pool.
+	SignIn signin.Policy
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -73,7 +77,9 @@ type Server struct {
 	handler  http.Handler
 	health   healthCache
 	usage    usageCache
-	// localLimiter counts sign-in attempts while the shared store is down.
+	// throttle counts failed sign-ins.
+	throttle *signin.Throttle
+	// localLimiter counts sign-up attempts while the shared store is down.
 	localLimiter *enforce.MemoryStore
 }
 
@@ -94,6 +100,11 @@ func New(deps Deps) *Server {
 		s.now = time.Now
 	}
 	s.sessions = newSessionStore(deps.SessionSecret)
+	policy := deps.SignIn
+	if policy == (signin.Policy{}) {
+		policy = signin.DefaultPolicy()
+	}
+	s.throttle = signin.New(deps.Pool, policy, s.now)
 	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()
 	return s
