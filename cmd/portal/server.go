@@ -147,6 +147,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Usage:          counters,
 		Health:         health,
 		TrustedProxies: d.cfg.TrustedProxies,
+		SignIn:         d.cfg.SignIn,
 	}))
 
 	return mux, func() {

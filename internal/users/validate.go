@@ -43,7 +43,10 @@ func (fe FieldErrors) orNil() FieldErrors {
 
 // ValidateSignup checks a sign-up form: email must be one well-formed address
 // (no display name, at most 254 characters), the password at least
-// MinPasswordLen characters, at most 1024 bytes, and not the email itself.
+// MinPasswordLen characters, at most 1024 bytes, and not easy to guess: not
+// the email, not one character or a short pattern repeated, not a run of
+// keys, not on the list of common and breached passwords shipped with the
+// binary, nor such a password with digits or symbols added.
 // It returns nil when both are acceptable.
 func ValidateSignup(email, password string) FieldErrors {
 	fe := FieldErrors{}
@@ -86,8 +89,5 @@ func checkPassword(email, password string) string {
 	if len(password) > maxPasswordBytes {
 		return "must be at most 1024 bytes"
 	}
-	if strings.EqualFold(strings.TrimSpace(password), strings.TrimSpace(email)) {
-		return "must not be your email address"
-	}
-	return ""
+	return weakness(email, password)
 }
