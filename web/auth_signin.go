@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	addr := enforce.ClientIP(r, s.deps.TrustedProxies)
+	addr := s.clientAddr(r)
 	wait, err := s.throttle.Wait(r.Context(), f.Email, addr)
 	if err != nil {
 		s.error(w, r, err)
@@ -97,7 +98,10 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 	if u, ok := s.currentUser(r); ok {
 		s.log.Info("signed out", "user_id", u.ID)
 	}
-	s.endSession(w, r)
+	if err := s.endSession(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
@@ -129,6 +133,11 @@ func localPath(p string) string {
 	}
 	out := url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
 	return out.String()
+}
+
+// clientAddr is the address sign-in failures are counted under.
+func (s *Server) clientAddr(r *http.Request) netip.Addr {
+	return enforce.ClientIP(r, s.deps.TrustedProxies)
 }
 
 // humanWait says a wait the way people read it.

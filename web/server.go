@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorilla/sessions"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/users"
@@ -27,8 +27,8 @@ import (
 // are required; the operator pages also need Pool, Plans, Keys and Usage.
 type Deps struct {
 	Logger *slog.Logger
-	// SessionSecret signs and encrypts the session cookie; at least 32 bytes.
-	// Changing it signs everyone out.
+	// SessionSecret keys the hash under which sessions are stored (in
+	// Pool); at least 32 bytes. Changing it signs everyone out.
 	SessionSecret []byte
 	// Users authenticates sign-ins and loads the signed-in user per request.
 	Users *users.Repo
@@ -73,7 +73,7 @@ type Server struct {
 	deps     Deps
 	log      *slog.Logger
 	now      func() time.Time
-	sessions *sessions.CookieStore
+	sessions *pgsession.Store
 	handler  http.Handler
 	health   healthCache
 	usage    usageCache
@@ -99,7 +99,7 @@ func New(deps Deps) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.sessions = newSessionStore(deps.SessionSecret)
+	s.sessions = newSessionStore(deps, s.now)
 	policy := deps.SignIn
 	if policy == (signin.Policy{}) {
 		policy = signin.DefaultPolicy()
