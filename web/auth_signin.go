@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -39,15 +40,6 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	password := r.PostFormValue("password")
 	page := s.page(r, "Sign in", "signin")
-	// Bytes Postgres cannot store never reach a query: the answer is the
-	// same as for an unknown email, only with the field named.
-	if msg := textProblem(f.Email); msg != "" {
-		f.Email = ""
-		f.Error = "Email " + msg + "."
-		s.render(w, r, http.StatusUnprocessableEntity, views.SignIn(page, f))
-		return
-	}
-
 	addr := s.clientAddr(r)
 	wait, err := s.throttle.Wait(r.Context(), f.Email, addr)
 	if err != nil {
@@ -163,5 +155,32 @@ func parseForm(w http.ResponseWriter, r *http.Request) error {
 		}
 		return fmt.Errorf("parse form: %w: %w", errBadRequest, err)
 	}
+	return checkText(r.PostForm)
+}
+
+// checkText refuses values Postgres could not store or compare (a NUL
+// byte, invalid UTF-8), naming the first such field, so they are answered
+// 400 before any query rather than failing inside one as a 500.
+func checkText(values url.Values) error {
+	names := make([]string, 0, len(values))
+	for name := range values {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if msg := textProblem(name); msg != "" {
+			return &badTextError{field: "a field name", message: msg}
+		}
+		for _, v := range values[name] {
+			if msg := textProblem(v); msg != "" {
+				return &badTextError{field: name, message: msg}
+			}
+		}
+	}
 	return nil
 }
+
+// badTextError is a field whose text was refused by checkText.
+type badTextError struct{ field, message string }
+
+func (e *badTextError) Error() string { return e.field + ": " + e.message }

@@ -30,7 +30,20 @@ func (s *Server) routes() http.Handler {
 	s.appRoutes(mux)
 
 	csrf := http.NewCrossOriginProtection()
-	return securityHeaders(csrf.Handler(s.withViewer(mux)))
+	return securityHeaders(s.checkQuery(csrf.Handler(s.withViewer(mux))))
+}
+
+// checkQuery refuses a query string whose text Postgres could not take
+// (q=, actor= and every other parameter), naming the parameter, before a
+// handler can run a query with it.
+func (s *Server) checkQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkText(r.URL.Query()); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // contentSecurityPolicy allows the dashboard's own scripts, styles and

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/pgtext"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
@@ -111,7 +112,9 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 	if in.UserID <= 0 {
 		errs = append(errs, plans.FieldError{Field: "user_id", Message: "is required"})
 	}
-	if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
+	if msg := pgtext.Problem(in.Name); msg != "" {
+		errs = append(errs, plans.FieldError{Field: "name", Message: msg})
+	} else if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
 		errs = append(errs, plans.FieldError{Field: "name", Message: fmt.Sprintf("must be 1 to %d characters", MaxNameLen)})
 	}
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {

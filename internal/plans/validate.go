@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/pgtext"
 )
 
 // FieldError is one invalid field of an input.
@@ -80,10 +81,14 @@ func Validate(in PlanInput, routes []string) error {
 	if !slugPattern.MatchString(in.Slug) {
 		add("slug", "must be 1 to 63 lowercase letters, digits or dashes, starting with a letter or digit")
 	}
-	if n := utf8.RuneCountInString(strings.TrimSpace(in.Name)); n < 1 || n > MaxNameLen {
+	if msg := pgtext.Problem(in.Name); msg != "" {
+		add("name", "%s", msg)
+	} else if n := utf8.RuneCountInString(strings.TrimSpace(in.Name)); n < 1 || n > MaxNameLen {
 		add("name", "must be 1 to %d characters", MaxNameLen)
 	}
-	if utf8.RuneCountInString(in.Description) > MaxDescriptionLen {
+	if msg := pgtext.Problem(in.Description); msg != "" {
+		add("description", "%s", msg)
+	} else if utf8.RuneCountInString(in.Description) > MaxDescriptionLen {
 		add("description", "must be at most %d characters", MaxDescriptionLen)
 	}
 	if len(in.Limits) > MaxLimitsPerPlan {

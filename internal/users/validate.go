@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/pgtext"
 )
 
 // MinPasswordLen is the shortest password accepted, in characters.
@@ -68,6 +70,9 @@ func ValidateEmail(email string) string {
 func checkEmail(email string) string {
 	if email == "" {
 		return "is required"
+	}
+	if msg := pgtext.Problem(email); msg != "" {
+		return msg
 	}
 	if len(email) > 254 {
 		return "must be at most 254 characters"
