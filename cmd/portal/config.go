@@ -81,6 +81,12 @@ type Config struct {
 	Demo bool
 	// ShutdownTimeout bounds the graceful shutdown (PORTAL_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
+	// MetricsAddr, when set, serves GET /metrics on its own listen address
+	// instead of Addr (PORTAL_METRICS_ADDR).
+	MetricsAddr string
+	// MetricsToken, when set, is required as a bearer token on GET /metrics
+	// (PORTAL_METRICS_TOKEN).
+	MetricsToken string
 	// SignIn is how many failed sign-ins are tolerated
 	// (PORTAL_SIGNIN_ADDRESS_FAILURES, PORTAL_SIGNIN_PAIR_FAILURES,
 	// PORTAL_SIGNIN_WINDOW, PORTAL_SIGNIN_ACCOUNT_FREE_FAILURES,
@@ -258,6 +264,22 @@ func settings(getenv func(string) string) []setting {
 					return errors.New("out of range")
 				}
 				c.ShutdownTimeout = d
+				return nil
+			}},
+		{env: "PORTAL_METRICS_ADDR", flag: "metrics-addr", accepts: "a listen address host:port for /metrics alone, e.g. 127.0.0.1:9090, or empty to serve it on PORTAL_ADDR",
+			set: func(c *Config, v string) error {
+				c.MetricsAddr = v
+				if v == "" {
+					return nil
+				}
+				return checkAddr(v)
+			}},
+		{env: "PORTAL_METRICS_TOKEN", flag: "metrics-token", accepts: "at least 32 characters, required as a bearer token on /metrics, or empty for none", secret: true,
+			set: func(c *Config, v string) error {
+				c.MetricsToken = v
+				if v != "" && len(v) < 32 {
+					return fmt.Errorf("%d characters", len(v))
+				}
 				return nil
 			}},
 		{env: "PORTAL_SIGNIN_ADDRESS_FAILURES", flag: "signin-address-failures", def: strconv.Itoa(defSignIn.AddressFailures),

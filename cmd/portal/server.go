@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,9 @@ type serverDeps struct {
 	pool   *pgxpool.Pool
 	// redis is nil when REDIS_URL is unset (in-memory counters).
 	redis redis.UniversalClient
+	// metrics, when set, is where GET /metrics is mounted instead of the
+	// main mux (PORTAL_METRICS_ADDR).
+	metrics *http.ServeMux
 }
 
 // protectedRoutes are the ServeMux patterns of the sample API that plan
@@ -124,7 +128,12 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", readyz(d.pool, d.redis, d.logger))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
+	metricsMux := mux
+	if d.metrics != nil {
+		metricsMux = d.metrics
+	}
+	metricsMux.Handle("GET /metrics", requireBearer(d.cfg.MetricsToken,
+		promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics})))
 	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
 	mux.Handle(adminapi.Prefix+"/", adminapi.New(adminapi.Deps{
 		Plans:  planSvc,
@@ -210,4 +219,23 @@ func randomToken(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// requireBearer lets through only requests carrying token as a bearer
+// credential (compared in constant time); an empty token lets everyone
+// through. A Prometheus scrape config sets it with authorization.credentials.
+func requireBearer(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			http.Error(w, "a bearer token is required for /metrics (PORTAL_METRICS_TOKEN)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
