@@ -1,10 +1,14 @@
 package web_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/pgtext"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/web"
 )
 
@@ -44,6 +48,74 @@ func FuzzLocalPath(f *testing.F) {
 		// a proxy or framework that decodes before redirecting again.
 		if dec, err := url.PathUnescape(got); err == nil && (strings.HasPrefix(dec, "//") || strings.HasPrefix(dec, "/\\")) {
 			t.Fatalf("localPath(%q) = %q decodes to %q", next, got, dec)
+		}
+	})
+}
+
+// formRequest is a POST of body as a form.
+func formRequest(body string) (*httptest.ResponseRecorder, *http.Request) {
+	r := httptest.NewRequest(http.MethodPost, "/admin/plans", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return httptest.NewRecorder(), r
+}
+
+// FuzzTierForm feeds arbitrary form bodies to the tier form's decoder and
+// the validation behind it: whatever both accept must be storable.
+func FuzzTierForm(f *testing.F) {
+	for _, s := range []string{
+		"name=search&route=GET+%2Fapi%2Fsearch&algorithm=token_bucket&mode=reject&limit=10&window_seconds=60&burst=20&cost=1",
+		"name=a%00&algorithm=fixed_window&limit=10&window_seconds=60",
+		"name=a&algorithm=fixed_window&limit=9223372036854775807&window_seconds=60",
+		"name=a&algorithm=fixed_window&limit=99999999999999999999&window_seconds=60",
+		"name=%FF&limit=x",
+		"%zz=1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		w, r := formRequest(body)
+		if err := web.ParseForm(w, r); err != nil {
+			return
+		}
+		in, errs := web.TierInput(r)
+		if len(errs) > 0 || len(plans.ValidateLimit("", in, []string{"GET /api/search"})) > 0 {
+			return
+		}
+		for _, s := range []string{in.Name, in.Route, in.Algorithm, in.Mode} {
+			if msg := pgtext.Problem(s); msg != "" {
+				t.Fatalf("%q: accepted %q that %s", body, s, msg)
+			}
+		}
+		if in.Limit < 1 || in.Limit > plans.MaxLimit || in.Burst < 0 || in.Burst > plans.MaxLimit ||
+			in.Cost < 0 || in.Cost > plans.MaxCost || in.WindowSeconds < 1 || in.WindowSeconds > plans.MaxWindowSeconds {
+			t.Fatalf("%q: accepted %+v", body, in)
+		}
+	})
+}
+
+// FuzzPlanForm does the same for the plan-fields form.
+func FuzzPlanForm(f *testing.F) {
+	for _, s := range []string{
+		"slug=gold&name=Gold&description=For+teams&is_public=on",
+		"slug=gold&name=Go%00ld",
+		"slug=gold&name=Gold&description=%C3",
+		"slug=GOLD&name=",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		w, r := formRequest(body)
+		if err := web.ParseForm(w, r); err != nil {
+			return
+		}
+		in := web.PlanInput(r)
+		if plans.Validate(in, nil) != nil {
+			return
+		}
+		for _, s := range []string{in.Slug, in.Name, in.Description} {
+			if msg := pgtext.Problem(s); msg != "" {
+				t.Fatalf("%q: accepted %q that %s", body, s, msg)
+			}
 		}
 	})
 }
