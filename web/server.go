@@ -37,8 +37,9 @@ type Deps struct {
 	Pool  *pgxpool.Pool
 	Plans *plans.Service
 	Keys  *apikeys.Service
-	// Limiter is Sluice's own engine; the sign-in form is rate limited with
-	// it, and the live view peeks at keys' limits through it.
+	// Limiter is Sluice's own engine; the sign-up form is rate limited with
+	// it, and the live view peeks at keys' limits through it. (Failed
+	// sign-ins are counted in Pool: see package signin.)
 	Limiter enforce.Store
 	// Usage reads the engine's usage series (both stores implement it).
 	Usage UsageReader
