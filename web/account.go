@@ -31,7 +31,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
 	addr := s.clientAddr(r)
 	// A session left open on a shared computer must not become a way to
 	// guess the password: wrong current passwords count as failed sign-ins.
-	if wait, err := s.throttle.Wait(r.Context(), u.Email, addr); err != nil {
+	if wait, err := s.throttle.Attempt(r.Context(), u.Email, addr); err != nil {
 		s.error(w, r, err)
 		return
 	} else if wait > 0 {
@@ -43,20 +43,25 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
 	var fe users.FieldErrors
 	switch {
 	case errors.Is(err, users.ErrBadCredentials):
-		if err := s.throttle.Failed(r.Context(), u.Email, addr); err != nil {
-			s.error(w, r, err)
-			return
-		}
 		f.Errors["current_password"] = "is not your current password"
 		s.render(w, r, http.StatusUnprocessableEntity, views.Account(page, f))
 		return
 	case errors.As(err, &fe):
+		// The current password was right (it is checked first).
+		if err := s.throttle.Succeeded(r.Context(), u.Email, addr); err != nil {
+			s.error(w, r, err)
+			return
+		}
 		for k, v := range fe {
 			f.Errors[k] = v
 		}
 		s.render(w, r, http.StatusUnprocessableEntity, views.Account(page, f))
 		return
 	case err != nil:
+		s.error(w, r, err)
+		return
+	}
+	if err := s.throttle.Succeeded(r.Context(), u.Email, addr); err != nil {
 		s.error(w, r, err)
 		return
 	}

@@ -27,8 +27,8 @@ func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // signIn checks that the attempt need not wait (see package signin), then
-// the password. A failure is counted; a success clears the account's count
-// and starts a new session.
+// the password. A success clears the account's count and starts a new
+// session.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
@@ -41,7 +41,10 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	password := r.PostFormValue("password")
 	page := s.page(r, "Sign in", "signin")
 	addr := s.clientAddr(r)
-	wait, err := s.throttle.Wait(r.Context(), f.Email, addr)
+	// The attempt is counted as a failure before the password is checked,
+	// so parallel guesses cannot slip past the count; a success gives it
+	// back.
+	wait, err := s.throttle.Attempt(r.Context(), f.Email, addr)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -56,10 +59,6 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	u, err := s.deps.Users.Authenticate(r.Context(), f.Email, password)
 	switch {
 	case errors.Is(err, users.ErrBadCredentials):
-		if err := s.throttle.Failed(r.Context(), f.Email, addr); err != nil {
-			s.error(w, r, err)
-			return
-		}
 		f.Error = "Wrong email or password."
 		s.render(w, r, http.StatusUnauthorized, views.SignIn(page, f))
 		return

@@ -11,9 +11,14 @@
 //     second up to AccountMaxDelay. This is a slowdown, never a lock: the
 //     owner waits at most AccountMaxDelay, however many addresses guess.
 //
-// A successful sign-in clears its pair and account counts. It leaves the
-// address count alone: one valid account must not let an address reset the
-// budget it spends guessing at others.
+// Each attempt is counted as a failure before the password is checked
+// (Attempt), under locks that serialise the attempts on one address and one
+// account, so a burst of parallel guesses cannot all pass the check before
+// any of them is counted. A successful sign-in gives its count back
+// (Succeeded): it clears its pair and account counts and takes its own
+// attempt off the address count, leaving the address's failures alone, so
+// one valid account does not let an address reset the budget it spends
+// guessing at others.
 package signin
 
 import (
@@ -84,6 +89,12 @@ type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// querier is what one read needs: the pool or an attempt's transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // Throttle counts failed sign-ins and says how long an attempt must wait.
@@ -132,11 +143,53 @@ const selectFailures = `
 SELECT scope, failures, first_at, last_at FROM signin_failures
 WHERE (scope, subject) IN (('address', $1::bytea), ('pair', $2::bytea), ('account', $3::bytea))`
 
-// Wait returns how long an attempt to sign in to email from addr must wait
-// (0: go ahead). It counts nothing.
+// Wait returns how long an attempt to sign in to email from addr would have
+// to wait (0: none). It counts nothing.
 func (t *Throttle) Wait(ctx context.Context, email string, addr netip.Addr) (time.Duration, error) {
+	return t.wait(ctx, t.db, subjectsOf(email, addr))
+}
+
+// lockSubject serialises attempts on one subject until the transaction
+// ends. The address is always locked before the account, so two attempts
+// never wait for each other in a cycle.
+const lockSubject = `SELECT pg_advisory_xact_lock($1)`
+
+// Attempt starts a sign-in attempt to email from addr. When it must wait,
+// it returns how long and counts nothing. Otherwise it returns 0 and counts
+// the attempt as a failure at once; call Succeeded if the password was
+// right.
+func (t *Throttle) Attempt(ctx context.Context, email string, addr netip.Addr) (time.Duration, error) {
 	s := subjectsOf(email, addr)
-	rows, err := t.db.Query(ctx, selectFailures, s.address, s.pair, s.account)
+	var wait time.Duration
+	err := pgx.BeginFunc(ctx, t.db, func(tx pgx.Tx) error {
+		for _, subject := range [][]byte{s.address, s.account} {
+			if _, err := tx.Exec(ctx, lockSubject, lockKey(subject)); err != nil {
+				return err
+			}
+		}
+		var err error
+		if wait, err = t.wait(ctx, tx, s); err != nil || wait > 0 {
+			return err
+		}
+		return t.record(ctx, tx, s)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sign-in throttle: %w", err)
+	}
+	return wait, nil
+}
+
+// lockKey is an advisory lock number for a subject hash.
+func lockKey(subject []byte) int64 {
+	var k int64
+	for _, b := range subject[:8] {
+		k = k<<8 | int64(b)
+	}
+	return k
+}
+
+func (t *Throttle) wait(ctx context.Context, db querier, s subjects) (time.Duration, error) {
+	rows, err := db.Query(ctx, selectFailures, s.address, s.pair, s.account)
 	if err != nil {
 		return 0, fmt.Errorf("sign-in throttle: %w", err)
 	}
@@ -215,9 +268,12 @@ ON CONFLICT (scope, subject) DO UPDATE SET
 // failures with made-up emails does not grow the table without end.
 const pruneFailures = `DELETE FROM signin_failures WHERE last_at < $1`
 
-// Failed records a failed sign-in to email from addr.
-func (t *Throttle) Failed(ctx context.Context, email string, addr netip.Addr) error {
-	s := subjectsOf(email, addr)
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// record counts one failure under each of s's subjects.
+func (t *Throttle) record(ctx context.Context, db batchSender, s subjects) error {
 	now := t.now()
 	b := &pgx.Batch{}
 	b.Queue(recordFailure, "address", s.address, now, t.policy.Window)
@@ -226,21 +282,33 @@ func (t *Throttle) Failed(ctx context.Context, email string, addr netip.Addr) er
 	// out by its last failure, and forgotten after a day of quiet.
 	b.Queue(recordFailure, "account", s.account, now, accountForget)
 	b.Queue(pruneFailures, now.Add(-max(t.policy.Window, accountForget)))
-	if err := t.db.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("sign-in throttle: record failure: %w", err)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("record failure: %w", err)
 	}
 	return nil
 }
 
-const clearFailures = `
+const (
+	clearFailures = `
 DELETE FROM signin_failures
 WHERE (scope, subject) IN (('pair', $1::bytea), ('account', $2::bytea))`
+	// The address's count loses this attempt only: the row goes when it
+	// was the last, else it is decremented.
+	dropLastAddressFailure = `DELETE FROM signin_failures WHERE scope = 'address' AND subject = $1 AND failures <= 1`
+	takeBackAddressFailure = `UPDATE signin_failures SET failures = failures - 1 WHERE scope = 'address' AND subject = $1`
+)
 
-// Succeeded clears the account's and the pair's failures after a
-// successful sign-in.
+// Succeeded records that the attempt Attempt counted had the right
+// password: the account's and the pair's failures are cleared and the
+// attempt is taken off the address's count.
 func (t *Throttle) Succeeded(ctx context.Context, email string, addr netip.Addr) error {
 	s := subjectsOf(email, addr)
-	if _, err := t.db.Exec(ctx, clearFailures, s.pair, s.account); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(clearFailures, s.pair, s.account)
+	b.Queue(dropLastAddressFailure, s.address)
+	b.Queue(takeBackAddressFailure, s.address)
+	// One implicit transaction: a batch runs as one unless it says otherwise.
+	if err := t.db.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("sign-in throttle: clear: %w", err)
 	}
 	return nil

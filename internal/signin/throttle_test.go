@@ -1,8 +1,10 @@
 package signin_test
 
 import (
+	"context"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,12 +41,37 @@ func wait(t *testing.T, th *signin.Throttle, email, a string) time.Duration {
 	return w
 }
 
+// fail makes n attempts that fail, each counted: the test fails if one is
+// refused.
 func fail(t *testing.T, th *signin.Throttle, email, a string, n int) {
 	t.Helper()
-	for range n {
-		if err := th.Failed(t.Context(), email, addr(a)); err != nil {
-			t.Fatalf("Failed: %v", err)
+	for i := range n {
+		w, err := th.Attempt(t.Context(), email, addr(a))
+		if err != nil {
+			t.Fatalf("Attempt: %v", err)
 		}
+		if w != 0 {
+			t.Fatalf("attempt %d of %d refused for %v", i+1, n, w)
+		}
+	}
+}
+
+// failWaiting is fail for a caller who waits out the account's spacing.
+func failWaiting(t *testing.T, th *signin.Throttle, c *clock, email, a string, n int) {
+	t.Helper()
+	for counted := 0; counted < n; {
+		w, err := th.Attempt(t.Context(), email, addr(a))
+		if err != nil {
+			t.Fatalf("Attempt: %v", err)
+		}
+		if w > time.Minute {
+			t.Fatalf("attempt %d refused for %v", counted+1, w)
+		}
+		if w > 0 {
+			c.add(w)
+			continue
+		}
+		counted++
 	}
 }
 
@@ -131,8 +158,14 @@ func TestAccountSlowedDownProgressivelyNeverLocked(t *testing.T) {
 func TestSuccessClearsPairAndAccountNotAddress(t *testing.T) {
 	p := signin.DefaultPolicy()
 	p.AddressFailures = p.PairFailures
-	th, _ := newThrottle(t, p)
-	fail(t, th, "op@example.com", "192.0.2.1", p.PairFailures)
+	th, c := newThrottle(t, p)
+	failWaiting(t, th, c, "op@example.com", "192.0.2.1", p.PairFailures-1)
+	// The owner, from another address, waits out the account's spacing;
+	// the attempt is counted, then given back by the success.
+	c.add(wait(t, th, "op@example.com", "198.51.100.1"))
+	if w, err := th.Attempt(t.Context(), "op@example.com", addr("198.51.100.1")); err != nil || w != 0 {
+		t.Fatalf("owner's attempt: wait %v, %v", w, err)
+	}
 	if w := wait(t, th, "op@example.com", "198.51.100.1"); w == 0 {
 		t.Fatal("account not slowed after its failures")
 	}
@@ -142,11 +175,52 @@ func TestSuccessClearsPairAndAccountNotAddress(t *testing.T) {
 	if w := wait(t, th, "op@example.com", "198.51.100.1"); w != 0 {
 		t.Errorf("after a success: account still slowed by %v", w)
 	}
+	// One more failure spends the guessing address's budget; a success
+	// from it gives back only its own attempt.
+	fail(t, th, "op@example.com", "192.0.2.1", 1)
+	if w := wait(t, th, "other@example.com", "192.0.2.1"); w == 0 {
+		t.Fatal("address not limited after its failures")
+	}
 	if err := th.Succeeded(t.Context(), "op@example.com", addr("192.0.2.1")); err != nil {
 		t.Fatal(err)
 	}
-	if w := wait(t, th, "other@example.com", "192.0.2.1"); w != p.Window {
-		t.Errorf("address budget after a success: wait %v, want %v (not cleared)", w, p.Window)
+	fail(t, th, "other@example.com", "192.0.2.1", 1)
+	if w := wait(t, th, "other@example.com", "192.0.2.1"); w == 0 {
+		t.Errorf("address budget after a success: not limited again after one more failure (cleared)")
+	}
+}
+
+// Parallel guesses cannot all pass the check before any is counted: of 40
+// concurrent attempts on one pair, exactly PairFailures get to try a
+// password.
+func TestConcurrentAttemptsCountedExactly(t *testing.T) {
+	p := signin.DefaultPolicy()
+	p.AccountFreeFailures = 1000
+	th, _ := newThrottle(t, p)
+	var tried atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := th.Attempt(context.Background(), "op@example.com", addr("192.0.2.1"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if w == 0 {
+				tried.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := tried.Load(); got != int64(p.PairFailures) {
+		t.Errorf("%d of 40 parallel attempts tried a password, want exactly %d", got, p.PairFailures)
 	}
 }
 
