@@ -134,14 +134,17 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeEvent writes one SSE event; every line of data gets its own "data:"
-// prefix, as the format requires.
+// prefix, as the format requires. The format ends a line at CR as well as
+// LF, so a bare CR in the data (a key named "ci\revent: key-9") would start
+// a field of its own and relabel the event; data is HTML, so each CR is
+// written as its character reference instead.
 func writeEvent(buf *bytes.Buffer, event string, data []byte) {
 	buf.WriteString("event: ")
 	buf.WriteString(event)
 	buf.WriteByte('\n')
 	for _, line := range bytes.Split(data, []byte{'\n'}) {
 		buf.WriteString("data: ")
-		buf.Write(bytes.TrimRight(line, "\r"))
+		buf.Write(bytes.ReplaceAll(line, []byte{'\r'}, []byte("&#13;")))
 		buf.WriteByte('\n')
 	}
 	buf.WriteByte('\n')

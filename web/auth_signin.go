@@ -1,32 +1,20 @@
 package web
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
-)
-
-// Sign-in attempts are limited by Sluice's own engine. Per address the limit
-// is generous enough for an office behind one NAT; per account it stops
-// password guessing whatever the number of addresses used.
-var (
-	signInPerIP = enforce.Limit{
-		Name: "signin-ip", Algorithm: enforce.SlidingWindowLog,
-		Limit: 20, Window: time.Minute, Mode: enforce.ModeReject,
-	}
-	signInPerAccount = enforce.Limit{
-		Name: "signin-account", Algorithm: enforce.SlidingWindowLog,
-		Limit: 10, Window: 15 * time.Minute, Mode: enforce.ModeReject,
-	}
 )
 
 func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
@@ -38,8 +26,9 @@ func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, views.SignIn(s.page(r, "Sign in", "signin"), f))
 }
 
-// signIn checks the sign-in rate limits, then the password, and on success
-// starts a new session.
+// signIn checks that the attempt need not wait (see package signin), then
+// the password. A success clears the account's count and starts a new
+// session.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
@@ -51,14 +40,17 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	password := r.PostFormValue("password")
 	page := s.page(r, "Sign in", "signin")
-
-	wait, err := s.signInAllowed(r, f.Email)
+	addr := s.clientAddr(r)
+	// The attempt is counted as a failure before the password is checked,
+	// so parallel guesses cannot slip past the count; a success gives it
+	// back.
+	wait, err := s.throttle.Attempt(r.Context(), f.Email, addr)
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
 	if wait > 0 {
-		f.Limited = fmt.Sprintf("Too many sign-in attempts. Try again in %s.", humanWait(wait))
+		f.Limited = fmt.Sprintf("Too many failed sign-ins. Try again in %s.", humanWait(wait))
 		w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
 		s.render(w, r, http.StatusTooManyRequests, views.SignIn(page, f))
 		return
@@ -71,6 +63,10 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, views.SignIn(page, f))
 		return
 	case err != nil:
+		s.error(w, r, err)
+		return
+	}
+	if err := s.throttle.Succeeded(r.Context(), f.Email, addr); err != nil {
 		s.error(w, r, err)
 		return
 	}
@@ -89,53 +85,50 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// signInAllowed spends one attempt from the address's and the account's
-// budgets, and says how long to wait when either is spent. When the shared
-// store is unreachable the attempt is counted in this instance's memory
-// instead: the form stays usable (an operator must be able to sign in to see
-// what is down) and guessing stays limited.
-func (s *Server) signInAllowed(r *http.Request, email string) (time.Duration, error) {
-	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
-	// The account's counter is named by a hash, so email addresses do not
-	// sit in Redis key names.
-	sum := sha256.Sum256([]byte(strings.ToLower(email)))
-	checks := []enforce.Request{
-		{Subject: "signin:ip:" + ip.String(), Route: "POST /signin", Limits: []enforce.Limit{signInPerIP}},
-		{Subject: "signin:acct:" + hex.EncodeToString(sum[:12]), Route: "POST /signin", Limits: []enforce.Limit{signInPerAccount}},
-	}
-	for _, req := range checks {
-		d, err := s.deps.Limiter.Allow(r.Context(), req)
-		if err != nil {
-			if r.Context().Err() != nil {
-				return 0, err
-			}
-			s.log.Warn("sign-in limit: shared store failed, counting locally", "err", err)
-			if d, err = s.localLimiter.Allow(r.Context(), req); err != nil {
-				return 0, fmt.Errorf("sign-in limit: %w", err)
-			}
-		}
-		if !d.Allowed {
-			return d.Binding().RetryAfter, nil
-		}
-	}
-	return 0, nil
-}
-
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 	if u, ok := s.currentUser(r); ok {
 		s.log.Info("signed out", "user_id", u.ID)
 	}
-	s.endSession(w, r)
+	if err := s.endSession(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// localPath keeps a post-sign-in redirect on this site: only absolute paths,
-// never "//host" or a scheme.
+// localPath keeps a post-sign-in redirect on this site. Browsers are lenient
+// with a Location: they drop tabs and newlines anywhere, read a backslash as
+// a slash and an "https:host" as another site, so a check on the raw string's
+// first characters lets "/\t/evil.example" through. The target is parsed
+// instead, and only a path on this site (with its query) survives, rebuilt
+// from the parse; anything a browser could read as another host is "/".
 func localPath(p string) string {
-	if p == "" || p[0] != '/' || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
+	if p == "" || p[0] != '/' || !utf8.ValidString(p) {
 		return "/"
 	}
-	return p
+	for _, c := range p {
+		// Control characters (tab, CR, LF, NUL...) and backslashes have no
+		// business in a path of ours, and browsers rewrite them.
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	// "/%2F/evil.example" decodes to "//evil.example" (and "/%5C" to "/\\"): a proxy or a later
+	// redirect that decodes the path would leave the site.
+	if !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") || strings.HasPrefix(u.Path, "/\\") {
+		return "/"
+	}
+	out := url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
+	return out.String()
+}
+
+// clientAddr is the address sign-in failures are counted under.
+func (s *Server) clientAddr(r *http.Request) netip.Addr {
+	return enforce.ClientIP(r, s.deps.TrustedProxies)
 }
 
 // humanWait says a wait the way people read it.
@@ -161,5 +154,32 @@ func parseForm(w http.ResponseWriter, r *http.Request) error {
 		}
 		return fmt.Errorf("parse form: %w: %w", errBadRequest, err)
 	}
+	return checkText(r.PostForm)
+}
+
+// checkText refuses values Postgres could not store or compare (a NUL
+// byte, invalid UTF-8), naming the first such field, so they are answered
+// 400 before any query rather than failing inside one as a 500.
+func checkText(values url.Values) error {
+	names := make([]string, 0, len(values))
+	for name := range values {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if msg := textProblem(name); msg != "" {
+			return &badTextError{field: "a field name", message: msg}
+		}
+		for _, v := range values[name] {
+			if msg := textProblem(v); msg != "" {
+				return &badTextError{field: name, message: msg}
+			}
+		}
+	}
 	return nil
 }
+
+// badTextError is a field whose text was refused by checkText.
+type badTextError struct{ field, message string }
+
+func (e *badTextError) Error() string { return e.field + ": " + e.message }

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/web"
 )
 
@@ -76,16 +79,47 @@ func TestSignIn(t *testing.T) {
 	}
 }
 
+// redirectTargets are next= values, the forms browsers normalise among
+// them, and where a sign-in may send the browser for each.
+var redirectTargets = []struct{ next, want string }{
+	{"/admin/keys", "/admin/keys"},
+	{"/admin/keys?q=a%20b", "/admin/keys?q=a%20b"},
+	{"//evil.example/x", "/"},
+	{"https://evil.example/", "/"},
+	{"https:evil.example", "/"},
+	{"/\\evil.example", "/"},
+	{"\\\\evil.example", "/"},
+	{"/\t/evil.example/", "/"},
+	{"/\n/evil.example/", "/"},
+	{"/\r\n/evil.example/", "/"},
+	{"/%2F/evil.example/", "/"},
+	{"/%2f%2fevil.example", "/"},
+	{"/%5Cevil.example", "/"},
+	{"/a%2Fb", "/a%2Fb"},
+	{"/admin#//evil.example", "/admin"},
+	{"javascript:alert(1)", "/"},
+	{" /admin", "/"},
+}
+
 func TestSignInRedirectStaysOnSite(t *testing.T) {
 	e := newEnv(t)
-	for _, tt := range []struct{ next, want string }{
-		{"/admin/keys", "/admin/keys"},
-		{"//evil.example/x", "/admin"},
-		{"https://evil.example/", "/admin"},
-		{"/\\evil.example", "/admin"},
-	} {
-		t.Run(tt.next, func(t *testing.T) {
+	for _, tt := range redirectTargets {
+		want := tt.want
+		if want == "/" {
+			want = "/admin" // where "/" sends an operator after signing in
+		}
+		t.Run("Post"+tt.next, func(t *testing.T) {
 			res := e.anonymous().post("/signin", url.Values{"email": {operatorEmail}, "password": {testPassword}, "next": {tt.next}}, nil)
+			if got := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || got != want {
+				t.Errorf("status %d Location %q, want 303 %q", res.StatusCode, got, want)
+			}
+		})
+	}
+	// A signed-in visitor of /signin is sent straight to next=.
+	c := e.signedIn(operatorEmail)
+	for _, tt := range redirectTargets {
+		t.Run("SignedInGet"+tt.next, func(t *testing.T) {
+			res := c.get("/signin?next="+url.QueryEscape(tt.next), nil)
 			if got := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || got != tt.want {
 				t.Errorf("status %d Location %q, want 303 %q", res.StatusCode, got, tt.want)
 			}
@@ -127,49 +161,131 @@ func TestSignOutEndsTheSession(t *testing.T) {
 	}
 }
 
-func TestSignInRateLimitedPerAccount(t *testing.T) {
-	e := newEnv(t)
+// testClock is a settable clock for the UI.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newClockEnv(t *testing.T) (*env, *testClock) {
+	c := &testClock{t: time.Now()}
+	return newEnvWith(t, func(d *web.Deps) { d.Now = c.now }), c
+}
+
+// from makes a request appear to come from addr through the trusted proxy.
+func from(addr string) http.Header { return http.Header{"X-Forwarded-For": {addr}} }
+
+func signInAs(c *client, email, password, addr string) response {
+	return c.post("/signin", url.Values{"email": {email}, "password": {password}}, from(addr))
+}
+
+// The review's finding: ten wrong passwords from ten addresses locked the
+// operator out for 15 minutes. Now they only space the account's attempts
+// out, by at most a minute, and the owner gets in after that wait.
+func TestSignInGuessesFromManyAddressesDoNotLockTheOwner(t *testing.T) {
+	e, clk := newClockEnv(t)
 	c := e.anonymous()
-	// Ten attempts per account per 15 minutes; the eleventh is refused
-	// even with the right password.
 	for i := range 10 {
-		res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {"guess"}}, nil)
-		if res.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("attempt %d: status %d, want 401", i+1, res.StatusCode)
+		res := signInAs(c, operatorEmail, "wrong guess", fmt.Sprintf("203.0.113.%d", i+1))
+		if res.StatusCode != http.StatusUnauthorized && res.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("guess %d: status %d", i+1, res.StatusCode)
+		}
+		if res.StatusCode == http.StatusTooManyRequests {
+			clk.add(time.Minute)
 		}
 	}
-	res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {testPassword}}, nil)
-	if res.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("11th attempt: status %d, want 429", res.StatusCode)
+	res := signInAs(c, operatorEmail, testPassword, "198.51.100.1")
+	if res.StatusCode == http.StatusTooManyRequests {
+		after, err := strconv.Atoi(res.Header.Get("Retry-After"))
+		if err != nil || after < 1 || after > 60 {
+			t.Fatalf("owner told to wait Retry-After %q, want 1 to 60 seconds", res.Header.Get("Retry-After"))
+		}
+		if !strings.HasPrefix(text(res.doc(t), "signin-limited"), "Too many failed sign-ins. Try again in ") {
+			t.Errorf("message = %q", text(res.doc(t), "signin-limited"))
+		}
+		if sessionCookie(res) != nil {
+			t.Errorf("a refused attempt started a session")
+		}
+		clk.add(time.Duration(after) * time.Second)
+		res = signInAs(c, operatorEmail, testPassword, "198.51.100.1")
 	}
-	msg := text(res.doc(t), "signin-limited")
-	if !strings.HasPrefix(msg, "Too many sign-in attempts. Try again in ") {
-		t.Errorf("message = %q", msg)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("owner after the wait: status %d, want 303", res.StatusCode)
 	}
-	if res.Header.Get("Retry-After") == "" {
-		t.Errorf("no Retry-After")
-	}
-	if sessionCookie(res) != nil {
-		t.Errorf("a limited attempt started a session")
-	}
-	// Another account from the same address is not affected.
-	if res := c.post("/signin", url.Values{"email": {developerEmail}, "password": {testPassword}}, nil); res.StatusCode != http.StatusSeeOther {
-		t.Errorf("other account: status %d, want 303", res.StatusCode)
+	// The success cleared the account's count: the next guess is not spaced.
+	if res := signInAs(e.anonymous(), operatorEmail, "wrong guess", "203.0.113.50"); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("first guess after the owner's success: status %d, want 401", res.StatusCode)
 	}
 }
 
-func TestSignInRateLimitedPerAddress(t *testing.T) {
+func TestSignInSuccessesAreNotCounted(t *testing.T) {
 	e := newEnv(t)
-	c := e.anonymous()
-	for i := range 20 {
-		email := "guess" + string(rune('a'+i)) + "@example.com"
-		if res := c.post("/signin", url.Values{"email": {email}, "password": {"guess"}}, nil); res.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("attempt %d: status %d, want 401", i+1, res.StatusCode)
+	for i := range 40 {
+		if res := signInAs(e.anonymous(), operatorEmail, testPassword, "192.0.2.1"); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("sign-in %d: status %d, want 303", i+1, res.StatusCode)
 		}
 	}
-	res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {testPassword}}, nil)
+}
+
+func TestSignInFailuresLimitedPerAccountAndAddress(t *testing.T) {
+	e, clk := newClockEnv(t)
+	c := e.anonymous()
+	// The pair's ten failures, spaced so the account's delay never binds.
+	for i := range 10 {
+		res := signInAs(c, operatorEmail, "guess", "192.0.2.1")
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d, want 401", i+1, res.StatusCode)
+		}
+		clk.add(time.Minute)
+	}
+	if res := signInAs(c, operatorEmail, testPassword, "192.0.2.1"); res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("11th attempt from the guessing address: status %d Retry-After %q, want 429 with Retry-After",
+			res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	if res := signInAs(c, operatorEmail, testPassword, "198.51.100.1"); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("owner from another address: status %d, want 303", res.StatusCode)
+	}
+	if res := signInAs(c, developerEmail, testPassword, "192.0.2.1"); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("another account from the guessing address: status %d, want 303", res.StatusCode)
+	}
+}
+
+func TestSignInFailuresLimitedPerAddress(t *testing.T) {
+	e := newEnv(t)
+	c := e.anonymous()
+	for i := range 30 {
+		email := fmt.Sprintf("guess%d@example.com", i)
+		if res := signInAs(c, email, "guess", "192.0.2.7"); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d, want 401", i+1, res.StatusCode)
+		}
+	}
+	res := signInAs(c, operatorEmail, testPassword, "192.0.2.7")
 	if res.StatusCode != http.StatusTooManyRequests || count(res.doc(t), "signin-limited") != 1 {
-		t.Fatalf("21st attempt from one address: status %d, want 429 with the message", res.StatusCode)
+		t.Fatalf("31st attempt from one address: status %d, want 429 with the message", res.StatusCode)
+	}
+	if res := signInAs(c, operatorEmail, testPassword, "192.0.2.8"); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("a neighbouring address: status %d, want 303", res.StatusCode)
+	}
+}
+
+func TestSignInPolicyIsASetting(t *testing.T) {
+	e := newEnvWith(t, func(d *web.Deps) {
+		d.SignIn = signin.DefaultPolicy()
+		d.SignIn.AddressFailures = 2
+	})
+	c := e.anonymous()
+	for range 2 {
+		signInAs(c, "a@example.com", "guess", "192.0.2.1")
+	}
+	if res := signInAs(c, operatorEmail, testPassword, "192.0.2.1"); res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("after 2 failures with AddressFailures 2: status %d, want 429", res.StatusCode)
 	}
 }
 
@@ -248,18 +364,20 @@ func (downStore) Peek(context.Context, enforce.Request) (enforce.Decision, error
 	return enforce.Decision{}, fmt.Errorf("dial redis: %w", enforce.ErrStoreUnavailable)
 }
 
-func TestSignInLimitedLocallyWhenTheStoreIsDown(t *testing.T) {
+// Failed sign-ins are counted in Postgres, so a Redis outage neither stops
+// sign-in nor stops the counting.
+func TestSignInCountsFailuresWhenTheStoreIsDown(t *testing.T) {
 	e := newEnvWith(t, func(d *web.Deps) { d.Limiter = downStore{} })
 	c := e.anonymous()
-	if res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {testPassword}}, nil); res.StatusCode != http.StatusSeeOther {
+	if res := signInAs(c, operatorEmail, testPassword, "192.0.2.1"); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign-in with the store down: status %d, want 303", res.StatusCode)
 	}
-	for i := range 9 {
-		if res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {"guess"}}, nil); res.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("attempt %d: status %d, want 401", i+2, res.StatusCode)
+	for i := range 30 {
+		if res := signInAs(c, fmt.Sprintf("g%d@example.com", i), "guess", "192.0.2.1"); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d, want 401", i+1, res.StatusCode)
 		}
 	}
-	if res := c.post("/signin", url.Values{"email": {operatorEmail}, "password": {testPassword}}, nil); res.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("11th attempt with the store down: status %d, want 429", res.StatusCode)
+	if res := signInAs(c, operatorEmail, testPassword, "192.0.2.1"); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("after 30 failures with the store down: status %d, want 429", res.StatusCode)
 	}
 }

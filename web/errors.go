@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -67,6 +68,10 @@ func errorStatus(err error) (status int, message string, internal bool) {
 	var ve *plans.ValidationError
 	if errors.As(err, &ve) {
 		return http.StatusUnprocessableEntity, "Some fields are invalid: " + ve.Error(), false
+	}
+	var bt *badTextError
+	if errors.As(err, &bt) {
+		return http.StatusBadRequest, "The field " + strconv.Quote(bt.field) + " " + bt.message + ".", false
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -6,9 +6,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/pgtext"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/views"
 )
+
+// textProblem says what stops s from being stored or queried as text (a NUL
+// byte, invalid UTF-8), or "".
+func textProblem(s string) string { return pgtext.Problem(s) }
 
 // formInt reads an integer field; a blank field is 0 and anything that is
 // not a number is reported as a field error with the number left at 0.

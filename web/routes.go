@@ -20,6 +20,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /signin", s.signInForm)
 	mux.HandleFunc("POST /signin", s.signIn)
 	mux.HandleFunc("POST /signout", s.signOut)
+	mux.Handle("POST /signout/everywhere", s.requireRole("", http.HandlerFunc(s.signOutEverywhere)))
+	mux.Handle("GET /account", s.requireRole("", http.HandlerFunc(s.account)))
+	mux.Handle("POST /account/password", s.requireRole("", http.HandlerFunc(s.changePassword)))
 
 	mux.HandleFunc("/", s.notFound)
 
@@ -27,7 +30,20 @@ func (s *Server) routes() http.Handler {
 	s.appRoutes(mux)
 
 	csrf := http.NewCrossOriginProtection()
-	return securityHeaders(csrf.Handler(s.withViewer(mux)))
+	return s.securityHeaders(s.checkQuery(csrf.Handler(s.withViewer(mux))))
+}
+
+// checkQuery refuses a query string whose text Postgres could not take
+// (q=, actor= and every other parameter), naming the parameter, before a
+// handler can run a query with it.
+func (s *Server) checkQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkText(r.URL.Query()); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // contentSecurityPolicy allows the dashboard's own scripts, styles and
@@ -38,10 +54,21 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 	"img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; " +
 	"form-action 'self'; frame-ancestors 'none'"
 
-// securityHeaders sets headers every UI response carries.
-func securityHeaders(next http.Handler) http.Handler {
+// hsts tells a browser that reached the portal over HTTPS to use nothing
+// else for a year. Subdomains are left out: the portal cannot know whether
+// its neighbours serve HTTPS.
+const hsts = "max-age=31536000"
+
+// securityHeaders sets headers every UI response carries, and
+// Strict-Transport-Security when the request arrived over TLS, directly or
+// through a trusted proxy that says so (never over plain HTTP, where a
+// browser would ignore it and a man in the middle could strip it anyway).
+func (s *Server) securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if s.secureRequest(r) {
+			h.Set("Strict-Transport-Security", hsts)
+		}
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")

@@ -13,13 +13,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorilla/sessions"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -27,8 +28,8 @@ import (
 // are required; the operator pages also need Pool, Plans, Keys and Usage.
 type Deps struct {
 	Logger *slog.Logger
-	// SessionSecret signs and encrypts the session cookie; at least 32 bytes.
-	// Changing it signs everyone out.
+	// SessionSecret keys the hash under which sessions are stored (in
+	// Pool); at least 32 bytes. Changing it signs everyone out.
 	SessionSecret []byte
 	// Users authenticates sign-ins and loads the signed-in user per request.
 	Users *users.Repo
@@ -37,8 +38,9 @@ type Deps struct {
 	Pool  *pgxpool.Pool
 	Plans *plans.Service
 	Keys  *apikeys.Service
-	// Limiter is Sluice's own engine; the sign-in form is rate limited with
-	// it, and the live view peeks at keys' limits through it.
+	// Limiter is Sluice's own engine; the sign-up form is rate limited with
+	// it, and the live view peeks at keys' limits through it. (Failed
+	// sign-ins are counted in Pool: see package signin.)
 	Limiter enforce.Store
 	// Usage reads the engine's usage series (both stores implement it).
 	Usage UsageReader
@@ -48,6 +50,9 @@ type Deps struct {
 	// TrustedProxies are the peers whose X-Forwarded-For and
 	// X-Forwarded-Proto are believed.
 	TrustedProxies []netip.Prefix
+	// SignIn is how many failed sign-ins are tolerated; the zero value
+	// means signin.DefaultPolicy(). The counts live in Pool.
+	SignIn signin.Policy
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -70,11 +75,13 @@ type Server struct {
 	deps     Deps
 	log      *slog.Logger
 	now      func() time.Time
-	sessions *sessions.CookieStore
+	sessions *pgsession.Store
 	handler  http.Handler
 	health   healthCache
 	usage    usageCache
-	// localLimiter counts sign-in attempts while the shared store is down.
+	// throttle counts failed sign-ins.
+	throttle *signin.Throttle
+	// localLimiter counts sign-up attempts while the shared store is down.
 	localLimiter *enforce.MemoryStore
 	// services is over Deps.Pool (nil without one: the pages then 503).
 	services *services.Repo
@@ -96,10 +103,15 @@ func New(deps Deps) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.sessions = newSessionStore(deps.SessionSecret)
+	s.sessions = newSessionStore(deps, s.now)
 	if deps.Pool != nil {
 		s.services = services.NewRepo(deps.Pool)
 	}
+	policy := deps.SignIn
+	if policy == (signin.Policy{}) {
+		policy = signin.DefaultPolicy()
+	}
+	s.throttle = signin.New(deps.Pool, policy, s.now)
 	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()
 	return s

@@ -2,10 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,38 +11,35 @@ import (
 
 	"github.com/gorilla/sessions"
 
+	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
 const (
 	sessionCookie = "sluice_session"
-	// sessionMaxAge bounds how long a copied cookie stays usable: the cookie
-	// store has no server-side record to delete, so sign-out ends the
-	// session in the browser and the age ends it everywhere.
+	// sessionMaxAge bounds a session from its sign-in, however active; the
+	// server ends it earlier at sign-out, "sign out everywhere" and a
+	// password change.
 	sessionMaxAge = 12 * time.Hour
 
 	keyUserID   = "uid"
-	keySID      = "sid"
+	keyRole     = "role"
 	keyIssuedAt = "iat"
 )
 
-// newSessionStore derives separate signing and encryption keys from the one
-// secret, so a leaked signature key alone does not reveal cookie contents.
-func newSessionStore(secret []byte) *sessions.CookieStore {
-	derive := func(label string) []byte {
-		m := hmac.New(sha256.New, secret)
-		m.Write([]byte(label))
-		return m.Sum(nil)
-	}
-	store := sessions.NewCookieStore(derive("sluice session signing"), derive("sluice session encryption"))
-	store.Options = &sessions.Options{
-		Path:     "/",
-		MaxAge:   int(sessionMaxAge / time.Second),
-		HttpOnly: true,
-		SameSite: http.SameSiteLaxMode,
-	}
-	store.MaxAge(int(sessionMaxAge / time.Second))
-	return store
+// newSessionStore keeps sessions in Postgres (package pgsession), so that
+// ending one ends it for every copy of its cookie.
+func newSessionStore(deps Deps, now func() time.Time) *pgsession.Store {
+	return pgsession.New(deps.Pool, deps.SessionSecret, pgsession.Options{
+		Cookie: sessions.Options{
+			Path:     "/",
+			MaxAge:   int(sessionMaxAge / time.Second),
+			HttpOnly: true,
+			SameSite: http.SameSiteLaxMode,
+		},
+		UserKey: keyUserID,
+		Now:     now,
+	})
 }
 
 // secureRequest reports whether the browser reached us over TLS, directly or
@@ -70,28 +63,30 @@ func (s *Server) secureRequest(r *http.Request) bool {
 	return false
 }
 
-// session returns the request's session; a cookie that fails to decode (an
-// old secret, tampering) yields a fresh empty session.
-func (s *Server) session(r *http.Request) *sessions.Session {
+// session returns the request's session (loaded once per request); a
+// cookie naming no live session yields a fresh empty one.
+func (s *Server) session(r *http.Request) (*sessions.Session, error) {
 	sess, err := s.sessions.Get(r, sessionCookie)
 	if err != nil {
-		sess, _ = s.sessions.New(r, sessionCookie)
-		sess.IsNew = true
+		return nil, err
 	}
-	return sess
+	return sess, nil
 }
 
-// startSession replaces whatever session the browser had with a new one for
-// the user: a new session id, so a session fixed before sign-in is worthless.
+// startSession gives the user a session under a new identifier: whatever
+// identifier the browser had is ended first, so a session fixed before
+// sign-in is worthless.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u users.User) error {
-	sid := make([]byte, 18)
-	if _, err := rand.Read(sid); err != nil {
-		return fmt.Errorf("session id: %w", err)
+	sess, err := s.session(r)
+	if err != nil {
+		return err
 	}
-	sess, _ := s.sessions.New(r, sessionCookie)
+	if err := s.sessions.Renew(r.Context(), sess); err != nil {
+		return err
+	}
 	sess.Values = map[any]any{
 		keyUserID:   u.ID,
-		keySID:      base64.RawURLEncoding.EncodeToString(sid),
+		keyRole:     u.Role,
 		keyIssuedAt: s.now().Unix(),
 	}
 	sess.Options = s.cookieOptions(r, int(sessionMaxAge/time.Second))
@@ -101,13 +96,18 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u users.Us
 	return nil
 }
 
-// endSession deletes the session cookie.
-func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
-	sess, _ := s.sessions.New(r, sessionCookie)
+// endSession ends the request's session on the server and expires its
+// cookie.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
 	sess.Options = s.cookieOptions(r, -1)
 	if err := sess.Save(r, w); err != nil {
-		s.log.Error("end session", "err", err)
+		return fmt.Errorf("end session: %w", err)
 	}
+	return nil
 }
 
 func (s *Server) cookieOptions(r *http.Request, maxAge int) *sessions.Options {
@@ -129,19 +129,49 @@ type viewerState struct {
 	user users.User
 	ok   bool
 	err  error
+	// roleChanged: the session began under another role.
+	roleChanged bool
 }
 
 // withViewer loads the signed-in user once per request, so handlers and the
-// layout agree on who is looking.
+// layout agree on who is looking. When the user's role changed since the
+// session began, the session moves to a new identifier first.
 func (s *Server) withViewer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := s.loadViewer(r)
+		if st.ok && st.roleChanged {
+			if err := s.renewSession(w, r, st.user); err != nil {
+				st = viewerState{err: err}
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewerKey, st)))
 	})
 }
 
+// renewSession moves the session to a new identifier with the user's
+// current role, keeping its sign-in time.
+func (s *Server) renewSession(w http.ResponseWriter, r *http.Request, u users.User) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	if err := s.sessions.Renew(r.Context(), sess); err != nil {
+		return err
+	}
+	sess.Values[keyRole] = u.Role
+	sess.Options = s.cookieOptions(r, int(sessionMaxAge/time.Second))
+	if err := sess.Save(r, w); err != nil {
+		return fmt.Errorf("renew session: %w", err)
+	}
+	s.log.Info("session renewed after a role change", "user_id", u.ID, "role", u.Role)
+	return nil
+}
+
 func (s *Server) loadViewer(r *http.Request) viewerState {
-	sess := s.session(r)
+	sess, err := s.session(r)
+	if err != nil {
+		return viewerState{err: fmt.Errorf("load session: %w", err)}
+	}
 	id, ok := sess.Values[keyUserID].(int64)
 	if !ok || id <= 0 {
 		return viewerState{}
@@ -157,7 +187,8 @@ func (s *Server) loadViewer(r *http.Request) viewerState {
 	case err != nil:
 		return viewerState{err: fmt.Errorf("load signed-in user: %w", err)}
 	}
-	return viewerState{user: u, ok: true}
+	role, _ := sess.Values[keyRole].(string)
+	return viewerState{user: u, ok: true, roleChanged: role != u.Role}
 }
 
 // currentUser returns the signed-in user, if any. Handlers behind
@@ -176,7 +207,8 @@ func (s *Server) actor(r *http.Request) string {
 	return fmt.Sprintf("user:%d", u.ID)
 }
 
-// requireRole lets only signed-in users with the role through. Anonymous
+// requireRole lets only signed-in users with the role ("" for any role)
+// through. Anonymous
 // visitors are sent to sign in (pages) or get 401 (htmx fragments, which
 // cannot follow a redirect usefully); users with another role get 403.
 func (s *Server) requireRole(role string, h http.Handler) http.Handler {
@@ -195,7 +227,7 @@ func (s *Server) requireRole(role string, h http.Handler) http.Handler {
 			http.Redirect(w, r, signInURL(r), http.StatusSeeOther)
 		case !st.ok:
 			s.error(w, r, errUnauthenticated)
-		case st.user.Role != role:
+		case role != "" && st.user.Role != role:
 			s.error(w, r, errForbidden)
 		default:
 			h.ServeHTTP(w, r)

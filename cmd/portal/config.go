@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -89,6 +90,17 @@ type Config struct {
 	Demo bool
 	// ShutdownTimeout bounds the graceful shutdown (PORTAL_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
+	// MetricsAddr, when set, serves GET /metrics on its own listen address
+	// instead of Addr (PORTAL_METRICS_ADDR).
+	MetricsAddr string
+	// MetricsToken, when set, is required as a bearer token on GET /metrics
+	// (PORTAL_METRICS_TOKEN).
+	MetricsToken string
+	// SignIn is how many failed sign-ins are tolerated
+	// (PORTAL_SIGNIN_ADDRESS_FAILURES, PORTAL_SIGNIN_PAIR_FAILURES,
+	// PORTAL_SIGNIN_WINDOW, PORTAL_SIGNIN_ACCOUNT_FREE_FAILURES,
+	// PORTAL_SIGNIN_ACCOUNT_MAX_DELAY).
+	SignIn signin.Policy
 }
 
 // defaultAdminEmail is the bootstrap operator's email when none is set.
@@ -111,6 +123,7 @@ type setting struct {
 
 // settings lists every variable, in the order of the README's table.
 func settings(getenv func(string) string) []setting {
+	defSignIn := signin.DefaultPolicy()
 	return []setting{
 		{env: "PORTAL_ADDR", flag: "addr", def: ":8080", accepts: "a listen address host:port, e.g. :8080 or 127.0.0.1:8080 (port 0 picks a free port)",
 			set: func(c *Config, v string) error { c.Addr = v; return checkAddr(v) }},
@@ -279,7 +292,59 @@ func settings(getenv func(string) string) []setting {
 				c.ShutdownTimeout = d
 				return nil
 			}},
+		{env: "PORTAL_METRICS_ADDR", flag: "metrics-addr", accepts: "a listen address host:port for /metrics alone, e.g. 127.0.0.1:9090, or empty to serve it on PORTAL_ADDR",
+			set: func(c *Config, v string) error {
+				c.MetricsAddr = v
+				if v == "" {
+					return nil
+				}
+				return checkAddr(v)
+			}},
+		{env: "PORTAL_METRICS_TOKEN", flag: "metrics-token", accepts: "at least 32 characters, required as a bearer token on /metrics, or empty for none", secret: true,
+			set: func(c *Config, v string) error {
+				c.MetricsToken = v
+				if v != "" && len(v) < 32 {
+					return fmt.Errorf("%d characters", len(v))
+				}
+				return nil
+			}},
+		{env: "PORTAL_SIGNIN_ADDRESS_FAILURES", flag: "signin-address-failures", def: strconv.Itoa(defSignIn.AddressFailures),
+			accepts: "a whole number from 1 to 100000: failed sign-ins one address may make per PORTAL_SIGNIN_WINDOW, across accounts",
+			set:     func(c *Config, v string) error { return setCount(&c.SignIn.AddressFailures, v) }},
+		{env: "PORTAL_SIGNIN_PAIR_FAILURES", flag: "signin-pair-failures", def: strconv.Itoa(defSignIn.PairFailures),
+			accepts: "a whole number from 1 to 100000: failed sign-ins one address may make on one account per PORTAL_SIGNIN_WINDOW",
+			set:     func(c *Config, v string) error { return setCount(&c.SignIn.PairFailures, v) }},
+		{env: "PORTAL_SIGNIN_WINDOW", flag: "signin-window", def: defSignIn.Window.String(), accepts: "a duration from 1s to 24h, e.g. 15m",
+			set: func(c *Config, v string) error { return setDuration(&c.SignIn.Window, v, time.Second, 24*time.Hour) }},
+		{env: "PORTAL_SIGNIN_ACCOUNT_FREE_FAILURES", flag: "signin-account-free-failures", def: strconv.Itoa(defSignIn.AccountFreeFailures),
+			accepts: "a whole number from 1 to 100000: failures on one account, from any address, before its attempts are spaced out",
+			set:     func(c *Config, v string) error { return setCount(&c.SignIn.AccountFreeFailures, v) }},
+		{env: "PORTAL_SIGNIN_ACCOUNT_MAX_DELAY", flag: "signin-account-max-delay", def: defSignIn.AccountMaxDelay.String(),
+			accepts: "a duration from 1s to 1h: the cap of the doubling wait between attempts on a guessed account, e.g. 1m",
+			set: func(c *Config, v string) error {
+				return setDuration(&c.SignIn.AccountMaxDelay, v, time.Second, time.Hour)
+			}},
 	}
+}
+
+// setCount stores a whole number from 1 to 100000.
+func setCount(dst *int, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100_000 {
+		return errors.New("out of range")
+	}
+	*dst = n
+	return nil
+}
+
+// setDuration stores a duration within [lo, hi].
+func setDuration(dst *time.Duration, v string, lo, hi time.Duration) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		return errors.New("out of range")
+	}
+	*dst = d
+	return nil
 }
 
 // rawValue is a flag.Value holding a setting's raw text, so flags and the

@@ -184,6 +184,17 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 			_ = ln.Close()
 		}
 	}()
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("PORTAL_METRICS_ADDR: cannot listen on %s: %w; set PORTAL_METRICS_ADDR to a free address", cfg.MetricsAddr, unwrapOp(err))
+		}
+		defer func() {
+			if err != nil {
+				_ = metricsLn.Close()
+			}
+		}()
+	}
 
 	var grpcLn net.Listener
 	var grpcSrv *grpc.Server
@@ -248,7 +259,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		return err
 	}
 
-	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv})
+	var metricsMux *http.ServeMux
+	if metricsLn != nil {
+		metricsMux = http.NewServeMux()
+	}
+	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv, metrics: metricsMux})
 	if err != nil {
 		return err
 	}
@@ -265,6 +280,23 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 
+	serveErr := make(chan error, 3)
+	var metricsSrv *http.Server
+	if metricsLn != nil {
+		// Its own server, so /metrics can sit on an address only the
+		// monitoring network reaches.
+		metricsSrv = &http.Server{
+			Handler:           metricsMux,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		}
+		fmt.Fprintf(stdout, "Metrics are served on %s/metrics\n", publicURL(metricsLn.Addr()))
+		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+	}
 	url := publicURL(ln.Addr())
 	fmt.Fprintf(stdout, "Sluice is listening on %s\n", url)
 	if boot.GeneratedPassword != "" {
@@ -273,7 +305,6 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 			url, boot.OperatorEmail, boot.GeneratedPassword)
 	}
 
-	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if grpcSrv != nil {
 		logger.Info("Envoy rate-limit service listening", "addr", grpcLn.Addr().String())
@@ -305,6 +336,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 				grpcSrv.Stop()
 			}
 		}()
+	}
+	if metricsSrv != nil {
+		if err := metricsSrv.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("graceful shutdown of the metrics server: %w", err)
+		}
 	}
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("graceful shutdown: %w", err)

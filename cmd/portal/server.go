@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -43,6 +44,9 @@ type serverDeps struct {
 	// grpc, when PORTAL_GRPC_ADDR is set, receives Envoy's rate-limit
 	// service.
 	grpc *grpc.Server
+	// metrics, when set, is where GET /metrics is mounted instead of the
+	// main mux (PORTAL_METRICS_ADDR).
+	metrics *http.ServeMux
 }
 
 // protectedRoutes are the ServeMux patterns of the sample API that plan
@@ -133,7 +137,12 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", readyz(d.pool, d.redis, d.logger))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
+	metricsMux := mux
+	if d.metrics != nil {
+		metricsMux = d.metrics
+	}
+	metricsMux.Handle("GET /metrics", requireBearer(d.cfg.MetricsToken,
+		promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics})))
 	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
 	// Gateways in front of other APIs ask here, any method (gateway.Check).
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
@@ -168,6 +177,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Usage:          counters,
 		Health:         health,
 		TrustedProxies: d.cfg.TrustedProxies,
+		SignIn:         d.cfg.SignIn,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {
@@ -230,4 +240,23 @@ func randomToken(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// requireBearer lets through only requests carrying token as a bearer
+// credential (compared in constant time); an empty token lets everyone
+// through. A Prometheus scrape config sets it with authorization.credentials.
+func requireBearer(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			http.Error(w, "a bearer token is required for /metrics (PORTAL_METRICS_TOKEN)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

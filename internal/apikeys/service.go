@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/pgtext"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
@@ -102,8 +103,13 @@ RETURNING id`
 	insertSecret = `INSERT INTO api_key_secrets (key_id, hash, prefix) VALUES ($1, $2, $3)`
 )
 
+// selectOwnerRole reads a new key's owner's role, locking the row so the
+// role cannot change before the key is inserted.
+const selectOwnerRole = `SELECT role FROM users WHERE id = $1 FOR SHARE`
+
 // Create issues a key and returns it with its secret. The secret is shown
-// this once: only its hash is stored. Errors: *plans.ValidationError.
+// this once: only its hash is stored. Errors: *plans.ValidationError (also
+// when the owner is an operator: keys belong to developers).
 func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, string, error) {
 	in.Name = strings.TrimSpace(in.Name)
 	overrides := normalizedOverrides(in.Overrides)
@@ -111,7 +117,9 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 	if in.UserID <= 0 {
 		errs = append(errs, plans.FieldError{Field: "user_id", Message: "is required"})
 	}
-	if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
+	if msg := pgtext.Problem(in.Name); msg != "" {
+		errs = append(errs, plans.FieldError{Field: "name", Message: msg})
+	} else if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
 		errs = append(errs, plans.FieldError{Field: "name", Message: fmt.Sprintf("must be 1 to %d characters", MaxNameLen)})
 	}
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
@@ -132,6 +140,18 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 	hash := Hash(secret)
 	var created Key
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Keys belong to developers: an operator's key would be limited by
+		// no plan of theirs and show up as nobody's usage.
+		var role string
+		switch err := tx.QueryRow(ctx, selectOwnerRole, in.UserID).Scan(&role); {
+		case errors.Is(err, pgx.ErrNoRows):
+			return &plans.ValidationError{Fields: []plans.FieldError{{Field: "user_id", Message: "no such user"}}}
+		case err != nil:
+			return fmt.Errorf("key owner: %w", err)
+		case role != "developer":
+			return &plans.ValidationError{Fields: []plans.FieldError{{Field: "user_id",
+				Message: "is an operator account: API keys belong to developers"}}}
+		}
 		var id int64
 		if err := tx.QueryRow(ctx, insertKey, in.UserID, in.Name, in.PlanID, overrides, in.ExpiresAt).Scan(&id); err != nil {
 			return mapWriteError(err)

@@ -21,13 +21,13 @@ func Markdown(m Model) string {
 	p("# Rate limits\n\n")
 	p("Generated from the plans Sluice enforces; it changes when they change.\n\n")
 	if m.Your != nil {
-		p("Your plan: **%s** (`%s`).\n\n", m.Your.Name, m.Your.Slug)
+		p("Your plan: **%s** (`%s`).\n\n", mdInline(m.Your.Name), m.Your.Slug)
 	}
 	p("## Plans\n\n")
 	for _, pl := range m.Plans {
-		p("### %s (`%s`)%s\n\n", pl.Name, pl.Slug, planMarks(pl))
+		p("### %s (`%s`)%s\n\n", mdInline(pl.Name), pl.Slug, planMarks(pl))
 		if pl.Description != "" {
-			p("%s\n\n", pl.Description)
+			p("%s\n\n", mdBlock(pl.Description))
 		}
 		if len(pl.Global) > 0 {
 			p("Plan-wide limits, spent by every request:\n\n")
@@ -66,7 +66,7 @@ func Markdown(m Model) string {
 			if len(ep.Limits) == 0 {
 				continue
 			}
-			p("#### %s on `%s`\n\n", m.Plans[i].Name, e.Route)
+			p("#### %s on `%s`\n\n", mdInline(m.Plans[i].Name), e.Route)
 			for _, l := range ep.Limits {
 				p("- `%s` (%s): %s %s\n", l.Policy, l.Rate, l.Explanation, l.OverLimit)
 			}
@@ -110,6 +110,49 @@ func Markdown(m Model) string {
 	p("- `Sluice-Degraded`: the answer is cached or reduced because you passed a degrade-mode limit.\n")
 	p("- `Sluice-Queue-Delay-Ms`: how long the request (or job) waited its turn in a queue.\n")
 	return b.String()
+}
+
+// mdInline makes operator-written text (a plan's name) literal inline
+// Markdown: every ASCII punctuation character is backslash-escaped, which
+// CommonMark defines as the character itself, so no link, emphasis, HTML,
+// table cell or heading can be started; line breaks become spaces.
+func mdInline(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if r == '\r' || r == '\n' || r == '\t' || r == ' ' {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		switch {
+		case r < 0x20 || r == 0x7f:
+			// other control characters have no place in a heading
+		case r < 0x80 && strings.ContainsRune(mdPunctuation, r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// mdPunctuation is CommonMark's escapable ASCII punctuation.
+const mdPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+// mdBlock makes a description literal Markdown paragraphs: each line is
+// escaped as inline text and loses its indentation (four spaces would start
+// a code block); blank lines still separate paragraphs.
+func mdBlock(s string) string {
+	lines := strings.Split(strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = mdInline(strings.TrimSpace(l))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func writeResponse(b *strings.Builder, r Response) {

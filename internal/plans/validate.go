@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/pgtext"
 )
 
 // FieldError is one invalid field of an input.
@@ -51,6 +52,16 @@ const (
 	MinWindowSeconds  = 1
 	MaxWindowSeconds  = 31 * 24 * 60 * 60
 	MaxCost           = 1_000_000
+	// MaxLimit bounds limit and burst. The Redis script computes in
+	// doubles, exact for whole numbers up to 2^53; a trillion keeps every
+	// count, and a count plus a cost, far inside that (at 2^63-1 requests
+	// were admitted while the headers said Remaining: 0).
+	MaxLimit = 1_000_000_000_000
+	// MaxBucketRate bounds a bucket algorithm's rate, limit per second: the
+	// buckets keep time in microseconds, so one unit of cost must take at
+	// least one microsecond to refill or leak for their counts to stay
+	// whole.
+	MaxBucketRate = 1_000_000
 )
 
 var (
@@ -70,10 +81,14 @@ func Validate(in PlanInput, routes []string) error {
 	if !slugPattern.MatchString(in.Slug) {
 		add("slug", "must be 1 to 63 lowercase letters, digits or dashes, starting with a letter or digit")
 	}
-	if n := utf8.RuneCountInString(strings.TrimSpace(in.Name)); n < 1 || n > MaxNameLen {
+	if msg := pgtext.Problem(in.Name); msg != "" {
+		add("name", "%s", msg)
+	} else if n := utf8.RuneCountInString(strings.TrimSpace(in.Name)); n < 1 || n > MaxNameLen {
 		add("name", "must be 1 to %d characters", MaxNameLen)
 	}
-	if utf8.RuneCountInString(in.Description) > MaxDescriptionLen {
+	if msg := pgtext.Problem(in.Description); msg != "" {
+		add("description", "%s", msg)
+	} else if utf8.RuneCountInString(in.Description) > MaxDescriptionLen {
 		add("description", "must be at most %d characters", MaxDescriptionLen)
 	}
 	if len(in.Limits) > MaxLimitsPerPlan {
@@ -142,11 +157,20 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket:
 		add("mode", "queue mode needs the leaky_bucket algorithm")
 	}
-	if l.Limit < 1 {
+	switch {
+	case l.Limit < 1:
 		add("limit", "must be at least 1")
+	case l.Limit > MaxLimit:
+		add("limit", "must be at most %d", int64(MaxLimit))
 	}
 	if l.WindowSeconds < MinWindowSeconds || l.WindowSeconds > MaxWindowSeconds {
 		add("window_seconds", "must be from %d second to %d (31 days)", MinWindowSeconds, MaxWindowSeconds)
+	}
+	windowOK := l.WindowSeconds >= MinWindowSeconds && l.WindowSeconds <= MaxWindowSeconds
+	bucket := algo == enforce.TokenBucket || algo == enforce.LeakyBucket
+	if bucket && windowOK && l.Limit >= 1 && l.Limit <= MaxLimit && l.Limit > MaxBucketRate*l.WindowSeconds {
+		add("limit", "must be at most %d per second for %s (%d over %d seconds)",
+			int64(MaxBucketRate), algo, MaxBucketRate*l.WindowSeconds, l.WindowSeconds)
 	}
 	switch algo {
 	case enforce.TokenBucket:
@@ -157,6 +181,18 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 		if l.Burst < 0 {
 			add("burst", "must not be negative")
 		}
+	}
+	if bucket && l.Burst > 0 && windowOK && l.Limit >= 1 {
+		// A full bucket (a full queue) must refill (drain) within the
+		// longest window, or its state outlives every bound above.
+		maxBurst := min(int64(MaxLimit), maxSpan(l.Limit, l.WindowSeconds))
+		if l.Burst > maxBurst {
+			add("burst", "must be at most %d: a full bucket must refill within 31 days at %d per %d seconds",
+				maxBurst, l.Limit, l.WindowSeconds)
+		}
+	}
+	switch algo {
+	case enforce.TokenBucket, enforce.LeakyBucket:
 	default:
 		if l.Burst != 0 && algo.Valid() {
 			add("burst", "must be 0: only token_bucket and leaky_bucket use a burst")
@@ -169,6 +205,16 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 		add("cost", "must not exceed the limit")
 	}
 	return errs
+}
+
+// maxSpan is the most units refilled in MaxWindowSeconds at limit per
+// window seconds, without overflowing.
+func maxSpan(limit, windowSeconds int64) int64 {
+	windows := MaxWindowSeconds / windowSeconds
+	if limit > MaxLimit/max(windows, 1) {
+		return MaxLimit
+	}
+	return limit * windows
 }
 
 func algorithmList() string {

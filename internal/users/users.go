@@ -244,6 +244,40 @@ func (r *Repo) SetPlan(ctx context.Context, id int64, planID *int64, version int
 	return u, nil
 }
 
+const updatePassword = `
+UPDATE users SET password_hash = $2, version = version + 1, updated_at = now()
+WHERE id = $1
+RETURNING ` + userColumns
+
+// ChangePassword sets user id's password to next after checking current,
+// the password it replaces. A wrong current password is ErrBadCredentials;
+// a next password that ValidateSignup refuses is a FieldErrors under
+// "new_password". The caller ends the user's other sessions.
+func (r *Repo) ChangePassword(ctx context.Context, id int64, current, next string) (User, error) {
+	u, err := r.ByID(ctx, id)
+	if err != nil {
+		return User{}, fmt.Errorf("change password: %w", err)
+	}
+	if _, err := r.Authenticate(ctx, u.Email, current); err != nil {
+		return User{}, fmt.Errorf("change password: %w", err)
+	}
+	if fe := ValidateSignup(u.Email, next); fe["password"] != "" {
+		return User{}, FieldErrors{"new_password": fe["password"]}
+	}
+	if current == next {
+		return User{}, FieldErrors{"new_password": "must differ from the current password"}
+	}
+	hash, err := HashPassword(next)
+	if err != nil {
+		return User{}, fmt.Errorf("change password: %w", err)
+	}
+	u, err = scanUser(r.db.QueryRow(ctx, updatePassword, id, hash))
+	if err != nil {
+		return User{}, fmt.Errorf("change password of user %d: %w", id, mapError(err))
+	}
+	return u, nil
+}
+
 // mapError turns pgx errors into this package's sentinels.
 func mapError(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -49,6 +49,44 @@ func TestHashPassword(t *testing.T) {
 	}
 }
 
+func TestValidateSignupRefusesGuessablePasswords(t *testing.T) {
+	const (
+		repeated = "must not be one character repeated"
+		pattern  = "must not be a short pattern repeated"
+		run      = "must not be a run of keys or letters in order"
+		email    = "must not be your email address"
+		common   = "is too common: it is on the list of the most used passwords"
+		padded   = "is too common: a common word with digits or symbols added"
+	)
+	for _, tt := range []struct{ name, pw, want string }{
+		{"CommonWordWithDigits", "password1234", padded},
+		{"TwelveSpaces", "            ", "must not be only spaces"},
+		{"OneLetterRepeated", "aaaaaaaaaaaa", repeated},
+		{"OneAccentedLetterRepeated", "éééééééééééé", repeated},
+		{"ShortPatternRepeated", "abcabcabcabc", pattern},
+		{"DigitPairsRepeated", "121212121212", pattern},
+		{"DigitRun", "123456789012", run},
+		{"KeyboardRow", "qwertyuiopas", run},
+		{"KeyboardRowBackwards", "lkjhgfdsapoi", run},
+		{"ListedPassword", "qwertyqwerty", common},
+		{"ListedLong", "passwordpassword", common},
+		{"ListedAsIs", "iloveyou123!", padded},
+		{"Leet", "P@ssw0rd2024!", padded},
+		{"PaddedBothSides", "!!!superman99", padded},
+		{"TheEmail", "Developer@Example.com", email},
+		{"TheEmailsName", "developer2024", email},
+		{"Passphrase", "correct horse battery", ""},
+		{"Random", "tq7-vLp2#wz9", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := users.ValidateSignup("developer@example.com", tt.pw)
+			if got["password"] != tt.want || len(got) > 1 {
+				t.Errorf("ValidateSignup(%q) = %v, want password %q", tt.pw, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestValidateSignup(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -62,7 +100,7 @@ func TestValidateSignup(t *testing.T) {
 		{"EmailTooLong", strings.Repeat("a", 250) + "@x.io", "twelve chars!", users.FieldErrors{"email": "must be at most 254 characters"}},
 		{"PasswordRequired", "dev@example.com", "", users.FieldErrors{"password": "is required"}},
 		{"PasswordTooShort", "dev@example.com", "elevenchars", users.FieldErrors{"password": "must be at least 12 characters"}},
-		{"PasswordCountsCharactersNotBytes", "dev@example.com", "éééééééééééé", nil},
+		{"PasswordCountsCharactersNotBytes", "dev@example.com", "née à Zürich", nil},
 		{"PasswordTooLong", "dev@example.com", strings.Repeat("p", 1025), users.FieldErrors{"password": "must be at most 1024 bytes"}},
 		{"PasswordIsTheEmail", "dev@example.com", "DEV@example.com", users.FieldErrors{"password": "must not be your email address"}},
 		{"BothWrong", "nope", "short", users.FieldErrors{"email": "is not a valid address (expected name@example.com)", "password": "must be at least 12 characters"}},

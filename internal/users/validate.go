@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/pgtext"
 )
 
 // MinPasswordLen is the shortest password accepted, in characters.
@@ -43,7 +45,10 @@ func (fe FieldErrors) orNil() FieldErrors {
 
 // ValidateSignup checks a sign-up form: email must be one well-formed address
 // (no display name, at most 254 characters), the password at least
-// MinPasswordLen characters, at most 1024 bytes, and not the email itself.
+// MinPasswordLen characters, at most 1024 bytes, and not easy to guess: not
+// the email, not one character or a short pattern repeated, not a run of
+// keys, not on the list of common and breached passwords shipped with the
+// binary, nor such a password with digits or symbols added.
 // It returns nil when both are acceptable.
 func ValidateSignup(email, password string) FieldErrors {
 	fe := FieldErrors{}
@@ -66,6 +71,9 @@ func checkEmail(email string) string {
 	if email == "" {
 		return "is required"
 	}
+	if msg := pgtext.Problem(email); msg != "" {
+		return msg
+	}
 	if len(email) > 254 {
 		return "must be at most 254 characters"
 	}
@@ -86,8 +94,5 @@ func checkPassword(email, password string) string {
 	if len(password) > maxPasswordBytes {
 		return "must be at most 1024 bytes"
 	}
-	if strings.EqualFold(strings.TrimSpace(password), strings.TrimSpace(email)) {
-		return "must not be your email address"
-	}
-	return ""
+	return weakness(email, password)
 }

@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,8 +33,9 @@ func (e *requestError) problem() Problem {
 
 // decodeJSON reads one JSON object from the body into dst. It refuses a
 // media type other than JSON (415), a body over maxBodyBytes (413), unknown
-// fields, wrong types, malformed or empty JSON, and anything after the
-// object (400), each with a detail naming what is wrong.
+// fields, wrong types, malformed or empty JSON, strings with invalid UTF-8
+// or NUL bytes, and anything after the object (400), each with a detail
+// naming what is wrong.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
@@ -45,7 +47,17 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 		}
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	dec := json.NewDecoder(r.Body)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeError(err)
+	}
+	// Text Postgres cannot store is refused here, naming the field, before
+	// encoding/json would silently replace invalid UTF-8 and before any
+	// query could fail on a NUL byte.
+	if fields := textProblems(raw); len(fields) > 0 {
+		return malformed("text fields must be valid UTF-8 without NUL bytes", fields)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)

@@ -75,9 +75,24 @@ type createKeyBody struct {
 	UserID int64  `json:"user_id"`
 	Name   string `json:"name"`
 	// PlanID null or absent: the owner's plan.
-	PlanID    *int64      `json:"plan_id"`
-	ExpiresAt *time.Time  `json:"expires_at"`
+	PlanID *int64 `json:"plan_id"`
+	// ExpiresAt is read as text and parsed here, so a malformed timestamp
+	// is reported under its field (encoding/json's time errors name none).
+	ExpiresAt *string     `json:"expires_at"`
 	Overrides []limitBody `json:"overrides"`
+}
+
+// expiresAt parses the optional RFC 3339 expiry.
+func (b createKeyBody) expiresAt() (*time.Time, error) {
+	if b.ExpiresAt == nil {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, *b.ExpiresAt)
+	if err != nil {
+		return nil, &validationError{fields: []FieldError{{Field: "expires_at",
+			Message: "must be an RFC 3339 timestamp such as 2027-01-31T12:00:00Z"}}}
+	}
+	return &t, nil
 }
 
 // keyWithSecret is the only response that carries a secret: the creation or
@@ -93,9 +108,14 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	expires, err := body.expiresAt()
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	k, secret, err := a.keys.Create(r.Context(), actor(r), apikeys.NewKey{
 		UserID: body.UserID, Name: body.Name, PlanID: body.PlanID,
-		ExpiresAt: body.ExpiresAt, Overrides: limitInputs(body.Overrides),
+		ExpiresAt: expires, Overrides: limitInputs(body.Overrides),
 	})
 	if err != nil {
 		a.fail(w, r, err)
@@ -158,8 +178,10 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request) {
 // overridesBody replaces a key's limit overrides; Version is the key's
 // version the client read.
 type overridesBody struct {
-	Version   int         `json:"version"`
-	Overrides []limitBody `json:"overrides"`
+	Version int `json:"version"`
+	// Overrides must be present: a forgotten field must not silently
+	// remove every override ([] does that on purpose).
+	Overrides *[]limitBody `json:"overrides"`
 }
 
 func (a *api) setKeyOverrides(w http.ResponseWriter, r *http.Request) {
@@ -177,7 +199,12 @@ func (a *api) setKeyOverrides(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	k, err := a.keys.SetOverrides(r.Context(), actor(r), id, body.Version, limitInputs(body.Overrides))
+	if body.Overrides == nil {
+		a.fail(w, r, &validationError{fields: []FieldError{{Field: "overrides",
+			Message: "is required: an array of limits, or [] to remove every override"}}})
+		return
+	}
+	k, err := a.keys.SetOverrides(r.Context(), actor(r), id, body.Version, limitInputs(*body.Overrides))
 	if err != nil {
 		a.fail(w, r, err)
 		return

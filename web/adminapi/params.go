@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/pgtext"
 )
 
 // pathID parses a positive integer path wildcard such as {id}.
@@ -34,7 +36,16 @@ func (qr *queryReader) bad(name, msg string) {
 	qr.fields = append(qr.fields, FieldError{Field: name, Message: msg})
 }
 
-func (qr *queryReader) str(name string) string { return qr.q.Get(name) }
+// str reads an optional text parameter; one that Postgres could not take
+// (invalid UTF-8, a NUL byte) is a field error before any query.
+func (qr *queryReader) str(name string) string {
+	v := qr.q.Get(name)
+	if msg := pgtext.Problem(v); msg != "" {
+		qr.bad(name, msg)
+		return ""
+	}
+	return v
+}
 
 // int64Range reads an optional integer within [lo, hi]; def when absent.
 func (qr *queryReader) int64Range(name string, def, lo, hi int64) int64 {

@@ -1,0 +1,2 @@
+DROP TABLE signin_failures;
+DROP TABLE sessions;

@@ -1,0 +1,315 @@
+// Package signin slows down password guessing without letting anyone lock
+// an account. Only failed sign-ins are counted, in Postgres so every portal
+// instance shares them, under three subjects:
+//
+//   - per address: one address may fail at most AddressFailures times per
+//     Window, whatever accounts it tries (a guesser working through emails);
+//   - per (account, address) pair: one address may fail on one account at
+//     most PairFailures times per Window (a guesser on one account);
+//   - per account, from any address: after AccountFreeFailures failures each
+//     further attempt must wait twice as long as the previous one, from one
+//     second up to AccountMaxDelay. This is a slowdown, never a lock: the
+//     owner waits at most AccountMaxDelay, however many addresses guess.
+//
+// Each attempt is counted as a failure before the password is checked
+// (Attempt), under locks that serialise the attempts on one address and one
+// account, so a burst of parallel guesses cannot all pass the check before
+// any of them is counted. A successful sign-in gives its count back
+// (Succeeded): it clears its pair and account counts and takes its own
+// attempt off the address count, leaving the address's failures alone, so
+// one valid account does not let an address reset the budget it spends
+// guessing at others.
+package signin
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Policy is how many failures are tolerated. The zero value is not usable;
+// start from DefaultPolicy().
+type Policy struct {
+	// AddressFailures is how many failed sign-ins one address may make per
+	// Window across all accounts.
+	AddressFailures int
+	// PairFailures is how many failed sign-ins one address may make per
+	// Window on one account.
+	PairFailures int
+	// Window is the counting window of the address and pair limits.
+	Window time.Duration
+	// AccountFreeFailures is how many failures an account takes, from any
+	// address, before its attempts are spaced out.
+	AccountFreeFailures int
+	// AccountMaxDelay caps the spacing between attempts on one account.
+	AccountMaxDelay time.Duration
+}
+
+// DefaultPolicy is what the portal uses unless configured otherwise.
+func DefaultPolicy() Policy {
+	return Policy{
+		AddressFailures:     30,
+		PairFailures:        10,
+		Window:              15 * time.Minute,
+		AccountFreeFailures: 5,
+		AccountMaxDelay:     time.Minute,
+	}
+}
+
+// accountForget is how long an account's failures are remembered after the
+// last one: a day without failures starts the spacing over.
+const accountForget = 24 * time.Hour
+
+// Validate reports the first setting out of range.
+func (p Policy) Validate() error {
+	switch {
+	case p.AddressFailures < 1:
+		return errors.New("address failures must be at least 1")
+	case p.PairFailures < 1:
+		return errors.New("pair failures must be at least 1")
+	case p.Window < time.Second:
+		return errors.New("window must be at least 1s")
+	case p.AccountFreeFailures < 1:
+		return errors.New("account free failures must be at least 1")
+	case p.AccountMaxDelay < time.Second:
+		return errors.New("account max delay must be at least 1s")
+	}
+	return nil
+}
+
+// DBTX is the part of pgx the throttle needs.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// querier is what one read needs: the pool or an attempt's transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Throttle counts failed sign-ins and says how long an attempt must wait.
+type Throttle struct {
+	db     DBTX
+	policy Policy
+	now    func() time.Time
+}
+
+// New returns a throttle storing its counts in db; now nil means time.Now.
+func New(db DBTX, policy Policy, now func() time.Time) *Throttle {
+	if now == nil {
+		now = time.Now
+	}
+	return &Throttle{db: db, policy: policy, now: now}
+}
+
+// AddressKey is the part of addr that names one client: an IPv4 address, or
+// the /64 of an IPv6 address (one subscriber usually holds a whole /64, so
+// counting single IPv6 addresses would hand a guesser billions of budgets).
+// This mirrors how anonymous API callers are keyed.
+func AddressKey(addr netip.Addr) string {
+	addr = addr.Unmap()
+	if addr.Is6() {
+		p, _ := addr.Prefix(64)
+		return p.String()
+	}
+	return addr.String()
+}
+
+type subjects struct{ address, pair, account []byte }
+
+// subjectsOf names the three counters. Hashes keep emails and addresses out
+// of the table; the email is compared case-insensitively, as sign-in does.
+func subjectsOf(email string, addr netip.Addr) subjects {
+	h := func(parts ...string) []byte {
+		sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+		return sum[:]
+	}
+	acct := strings.ToLower(strings.TrimSpace(email))
+	a := AddressKey(addr)
+	return subjects{address: h("address", a), pair: h("pair", acct, a), account: h("account", acct)}
+}
+
+const selectFailures = `
+SELECT scope, failures, first_at, last_at FROM signin_failures
+WHERE (scope, subject) IN (('address', $1::bytea), ('pair', $2::bytea), ('account', $3::bytea))`
+
+// Wait returns how long an attempt to sign in to email from addr would have
+// to wait (0: none). It counts nothing.
+func (t *Throttle) Wait(ctx context.Context, email string, addr netip.Addr) (time.Duration, error) {
+	return t.wait(ctx, t.db, subjectsOf(email, addr))
+}
+
+// lockSubject serialises attempts on one subject until the transaction
+// ends. The address is always locked before the account, so two attempts
+// never wait for each other in a cycle.
+const lockSubject = `SELECT pg_advisory_xact_lock($1)`
+
+// Attempt starts a sign-in attempt to email from addr. When it must wait,
+// it returns how long and counts nothing. Otherwise it returns 0 and counts
+// the attempt as a failure at once; call Succeeded if the password was
+// right.
+func (t *Throttle) Attempt(ctx context.Context, email string, addr netip.Addr) (time.Duration, error) {
+	s := subjectsOf(email, addr)
+	var wait time.Duration
+	err := pgx.BeginFunc(ctx, t.db, func(tx pgx.Tx) error {
+		for _, subject := range [][]byte{s.address, s.account} {
+			if _, err := tx.Exec(ctx, lockSubject, lockKey(subject)); err != nil {
+				return err
+			}
+		}
+		var err error
+		if wait, err = t.wait(ctx, tx, s); err != nil || wait > 0 {
+			return err
+		}
+		return t.record(ctx, tx, s)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sign-in throttle: %w", err)
+	}
+	return wait, nil
+}
+
+// lockKey is an advisory lock number for a subject hash.
+func lockKey(subject []byte) int64 {
+	var k int64
+	for _, b := range subject[:8] {
+		k = k<<8 | int64(b)
+	}
+	return k
+}
+
+func (t *Throttle) wait(ctx context.Context, db querier, s subjects) (time.Duration, error) {
+	rows, err := db.Query(ctx, selectFailures, s.address, s.pair, s.account)
+	if err != nil {
+		return 0, fmt.Errorf("sign-in throttle: %w", err)
+	}
+	now := t.now()
+	var wait time.Duration
+	type row struct {
+		scope           string
+		failures        int
+		firstAt, lastAt time.Time
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.scope, &x.failures, &x.firstAt, &x.lastAt)
+		return x, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sign-in throttle: %w", err)
+	}
+	for _, x := range list {
+		var w time.Duration
+		switch x.scope {
+		case "address":
+			w = t.windowWait(x.failures, t.policy.AddressFailures, x.firstAt, now)
+		case "pair":
+			w = t.windowWait(x.failures, t.policy.PairFailures, x.firstAt, now)
+		case "account":
+			w = t.accountWait(x.failures, x.lastAt, now)
+		}
+		wait = max(wait, w)
+	}
+	return wait, nil
+}
+
+func (t *Throttle) windowWait(failures, allowed int, firstAt, now time.Time) time.Duration {
+	end := firstAt.Add(t.policy.Window)
+	if failures < allowed || !now.Before(end) {
+		return 0
+	}
+	return end.Sub(now)
+}
+
+// AccountDelay is the spacing required after an account's failures-th
+// failure: nothing up to AccountFreeFailures, then 1s, 2s, 4s... capped at
+// AccountMaxDelay.
+func (p Policy) AccountDelay(failures int) time.Duration {
+	over := failures - p.AccountFreeFailures
+	if over < 0 {
+		return 0
+	}
+	if over >= 30 {
+		return p.AccountMaxDelay
+	}
+	return min(time.Second<<over, p.AccountMaxDelay)
+}
+
+func (t *Throttle) accountWait(failures int, lastAt, now time.Time) time.Duration {
+	if now.Sub(lastAt) >= accountForget {
+		return 0
+	}
+	return max(lastAt.Add(t.policy.AccountDelay(failures)).Sub(now), 0)
+}
+
+// recordFailure adds one failure to a subject. A window that has ended
+// starts over (windowed scopes); an account forgotten for a day too.
+const recordFailure = `
+INSERT INTO signin_failures (scope, subject, failures, first_at, last_at)
+VALUES ($1, $2, 1, $3, $3)
+ON CONFLICT (scope, subject) DO UPDATE SET
+    failures = CASE WHEN signin_failures.first_at <= $3 - $4::interval THEN 1
+                    ELSE signin_failures.failures + 1 END,
+    first_at = CASE WHEN signin_failures.first_at <= $3 - $4::interval THEN $3
+                    ELSE signin_failures.first_at END,
+    last_at  = $3`
+
+// pruneFailures forgets counts nobody looks at any more, so a flood of
+// failures with made-up emails does not grow the table without end.
+const pruneFailures = `DELETE FROM signin_failures WHERE last_at < $1`
+
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// record counts one failure under each of s's subjects.
+func (t *Throttle) record(ctx context.Context, db batchSender, s subjects) error {
+	now := t.now()
+	b := &pgx.Batch{}
+	b.Queue(recordFailure, "address", s.address, now, t.policy.Window)
+	b.Queue(recordFailure, "pair", s.pair, now, t.policy.Window)
+	// An account's window is a day from its first failure: it is spaced
+	// out by its last failure, and forgotten after a day of quiet.
+	b.Queue(recordFailure, "account", s.account, now, accountForget)
+	b.Queue(pruneFailures, now.Add(-max(t.policy.Window, accountForget)))
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("record failure: %w", err)
+	}
+	return nil
+}
+
+const (
+	clearFailures = `
+DELETE FROM signin_failures
+WHERE (scope, subject) IN (('pair', $1::bytea), ('account', $2::bytea))`
+	// The address's count loses this attempt only: the row goes when it
+	// was the last, else it is decremented.
+	dropLastAddressFailure = `DELETE FROM signin_failures WHERE scope = 'address' AND subject = $1 AND failures <= 1`
+	takeBackAddressFailure = `UPDATE signin_failures SET failures = failures - 1 WHERE scope = 'address' AND subject = $1`
+)
+
+// Succeeded records that the attempt Attempt counted had the right
+// password: the account's and the pair's failures are cleared and the
+// attempt is taken off the address's count.
+func (t *Throttle) Succeeded(ctx context.Context, email string, addr netip.Addr) error {
+	s := subjectsOf(email, addr)
+	b := &pgx.Batch{}
+	b.Queue(clearFailures, s.pair, s.account)
+	b.Queue(dropLastAddressFailure, s.address)
+	b.Queue(takeBackAddressFailure, s.address)
+	// One implicit transaction: a batch runs as one unless it says otherwise.
+	if err := t.db.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("sign-in throttle: clear: %w", err)
+	}
+	return nil
+}
