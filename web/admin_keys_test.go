@@ -267,7 +267,7 @@ func TestUsageOverviewAndLiveView(t *testing.T) {
 	lim := gold.Limits[0].Enforce("gold")
 	lim.Burst, lim.Limit = 3, 3 // a tiny bucket, so some requests are rejected
 	for range 5 {
-		if _, err := e.store.Allow(context.Background(), enforceRequest(k.ID, lim)); err != nil {
+		if _, err := e.store.Allow(context.Background(), enforceRequest(k, lim)); err != nil {
 			t.Fatal(err)
 		}
 	}

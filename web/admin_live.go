@@ -189,9 +189,11 @@ func (lv *liveView) figures(ctx context.Context, id int64) (views.LiveKey, error
 	}
 	k := c.key
 	out := views.LiveKey{ID: k.ID, Name: k.Name, Owner: k.OwnerEmail, Prefix: k.Prefix, Plan: k.PlanSlug, State: k.State(now)}
-	subject := "key:" + strconv.FormatInt(k.ID, 10)
+	// The last hour is the developer's, all keys together: a developer's
+	// keys share one subject and its usage series.
+	subject := enforce.DeveloperSubject(k.UserID)
 	if len(c.limits) > 0 {
-		d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Limits: c.limits})
+		d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: c.limits})
 		if err != nil {
 			out.Problem = "The rate-limit store could not be read just now."
 			s.log.Warn("live view peek", "key_id", k.ID, "err", err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
@@ -101,18 +100,18 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 	if err != nil {
 		return out, fmt.Errorf("usage: list keys: %w", err)
 	}
-	subjects := make([]string, 0, len(keys))
+	// All of a developer's keys share one subject (their plan-wide limits
+	// and their usage series); each key's tiers count under its own scope.
+	subject := enforce.DeveloperSubject(user.ID)
 	worst := int64(0)
 	for _, k := range keys {
-		subject := "key:" + strconv.FormatInt(k.ID, 10)
-		subjects = append(subjects, subject)
 		ku := views.MyKeyUsage{ID: k.ID, Name: k.Name, Prefix: k.Prefix, LastUsed: k.LastUsedAt}
 		limits, err := s.keyLimits(ctx, k)
 		if err != nil {
 			return out, fmt.Errorf("usage: limits of key %d: %w", k.ID, err)
 		}
 		if len(limits) > 0 {
-			d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Limits: limits})
+			d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: limits})
 			if err != nil {
 				s.log.Warn("usage peek", "key_id", k.ID, "err", err)
 				out.Problem = "The rate-limit store could not be read just now."
@@ -138,9 +137,9 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 		out.Warnings = append(out.Warnings, views.Banner{Kind: "warn", TestID: "usage-banner-80",
 			Text: fmt.Sprintf("You have used over %d%% of a limit. Slow down, or watch X-RateLimit-Remaining, to avoid 429s.", warnAtPercent)})
 	}
-	if len(subjects) > 0 {
+	if len(keys) > 0 {
 		since := now.Add(-usageWindow)
-		points, err := s.deps.Usage.Usage(ctx, subjects, since)
+		points, err := s.deps.Usage.Usage(ctx, []string{subject}, since)
 		if err != nil {
 			s.log.Warn("usage series", "err", err)
 			out.Problem = "The usage series could not be read just now."

@@ -80,6 +80,24 @@ type Config struct {
 	Demo bool
 	// ShutdownTimeout bounds the graceful shutdown (PORTAL_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
+	// AnonPrefixes are the address blocks anonymous callers are limited by
+	// (PORTAL_ANON_IPV4_PREFIX, PORTAL_ANON_IPV6_PREFIX).
+	AnonPrefixes enforce.AddressPrefixes
+	// KeysPerDeveloper caps a developer's active keys
+	// (PORTAL_KEYS_PER_DEVELOPER).
+	KeysPerDeveloper int
+}
+
+// intSetting stores a whole number from lo to hi in the field field returns.
+func intSetting(lo, hi int, field func(c *Config) *int) func(c *Config, v string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return errors.New("out of range")
+		}
+		*field(c) = n
+		return nil
+	}
 }
 
 // defaultAdminEmail is the bootstrap operator's email when none is set.
@@ -215,6 +233,12 @@ func settings(getenv func(string) string) []setting {
 				c.LastUsedInterval = d
 				return nil
 			}},
+		{env: "PORTAL_ANON_IPV4_PREFIX", flag: "anon-ipv4-prefix", def: "32", accepts: "a prefix length from 1 to 32: anonymous IPv4 callers in one block share one budget",
+			set: intSetting(1, 32, func(c *Config) *int { return &c.AnonPrefixes.IPv4 })},
+		{env: "PORTAL_ANON_IPV6_PREFIX", flag: "anon-ipv6-prefix", def: "64", accepts: "a prefix length from 1 to 128: anonymous IPv6 callers in one block share one budget",
+			set: intSetting(1, 128, func(c *Config) *int { return &c.AnonPrefixes.IPv6 })},
+		{env: "PORTAL_KEYS_PER_DEVELOPER", flag: "keys-per-developer", def: "20", accepts: "a whole number from 1 to 10000: the most active keys one developer may hold",
+			set: intSetting(1, 10000, func(c *Config) *int { return &c.KeysPerDeveloper })},
 		{env: "PORTAL_LOG_FORMAT", flag: "log-format", def: "text", accepts: "text or json",
 			set: func(c *Config, v string) error {
 				c.LogJSON = v == "json"

@@ -93,9 +93,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	planSvc := plans.NewService(d.pool, protectedRoutes, d.logger)
-	keySvc := apikeys.NewService(d.pool, protectedRoutes, d.logger)
+	keySvc := apikeys.NewService(d.pool, protectedRoutes, d.logger).LimitKeysPerUser(d.cfg.KeysPerDeveloper)
 	lastUsed := apikeys.NewLastUsed(d.pool, d.logger, d.cfg.LastUsedInterval)
-	holder := snapshot.NewHolder(d.pool, d.logger, snapshot.Options{LastUsed: lastUsed})
+	holder := snapshot.NewHolder(d.pool, d.logger, snapshot.Options{LastUsed: lastUsed, AnonPrefixes: d.cfg.AnonPrefixes})
 	if err := holder.Load(ctx); err != nil {
 		stop()
 		for _, c := range closers {

@@ -2,9 +2,11 @@ package enforce
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,7 +134,10 @@ type subjectState struct {
 // or burst is a new state (the old one ages out), as in Redis, where those
 // figures are part of the key. The fields a decision reads come first.
 type limitState struct {
-	key     *limitKey
+	key *limitKey
+	// scope is the Request.Key of a PerKey limit's state, "" for state
+	// shared by the whole subject.
+	scope   string
 	counter counterState
 	expires int64
 	log     logRing
@@ -377,6 +382,9 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 			if err := validateSubject(req.Subject); err != nil {
 				return err
 			}
+			if strings.ContainsAny(req.Key, "{}") {
+				return fmt.Errorf("%w: key %q contains a brace", ErrInvalidRequest, req.Key)
+			}
 			if !consume || (!s.usage && !admitsFresh(ps, now)) {
 				// Nothing to read, and nothing to write: a peek, or a
 				// request that even fresh state rejects (its cost exceeds a
@@ -407,14 +415,14 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		if keys != nil {
 			key = &keys[i]
 		}
-		st := sub.find(key, req.Limits[i].Name, p)
+		st := sub.find(key, req.Limits[i].Name, p, scopeOf(&req, i))
 		states[i] = st
 		evaluate(st, p, now, consume, &next[i], &outs[i])
 		allowed = allowed && outs[i].allowed
 	}
 	if consume {
 		if allowed {
-			sub.commit(req.Limits, ps, keys, states, next, now)
+			sub.commit(&req, ps, keys, states, next, now)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
@@ -484,7 +492,7 @@ func admitsFresh(ps []params, now int64) bool {
 // limit state that no longer matters (a limit renamed or removed from the
 // plan) before adding any, so a subject holds no more states than it has
 // live limits.
-func (sub *subjectState) commit(limits []Limit, ps []params, keys []limitKey, states []*limitState, next []counterState, now int64) {
+func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, states []*limitState, next []counterState, now int64) {
 	fresh := false
 	for i := range ps {
 		st := states[i]
@@ -495,7 +503,7 @@ func (sub *subjectState) commit(limits []Limit, ps []params, keys []limitKey, st
 		st.consume(&ps[i], &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
 	}
-	if !fresh && len(sub.limits) == len(ps) {
+	if !fresh {
 		return
 	}
 	// Appending below may move the states, so the pointers in states are
@@ -510,13 +518,22 @@ func (sub *subjectState) commit(limits []Limit, ps []params, keys []limitKey, st
 		if keys != nil {
 			key = &keys[i]
 		} else {
-			key = new(newLimitKey(&limits[i], p))
+			key = new(newLimitKey(&req.Limits[i], p))
 		}
-		sub.limits = append(sub.limits, limitState{key: key})
+		sub.limits = append(sub.limits, limitState{key: key, scope: scopeOf(req, i)})
 		st := &sub.limits[len(sub.limits)-1]
 		st.consume(p, &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
 	}
+}
+
+// scopeOf is the scope of req's layer i: its Key for a PerKey limit, else
+// the whole subject.
+func scopeOf(req *Request, i int) string {
+	if req.Limits[i].PerKey {
+		return req.Key
+	}
+	return ""
 }
 
 // consume writes an admitted layer's new state.
@@ -571,15 +588,18 @@ func evaluate(st *limitState, p *params, now int64, commit bool, next *counterSt
 	}
 }
 
-// find returns the state of the limit named name with params p, or nil; key
-// is the limit's key in a cached limit set, or nil. A state found by value
-// takes key, so that the next search compares pointers only.
-func (sub *subjectState) find(key *limitKey, name string, p *params) *limitState {
+// find returns the state of the limit named name with params p in scope,
+// or nil; key is the limit's key in a cached limit set, or nil. A state found
+// by value takes key, so that the next search compares pointers only.
+func (sub *subjectState) find(key *limitKey, name string, p *params, scope string) *limitState {
 	if sub == nil {
 		return nil
 	}
 	for i := range sub.limits {
 		st := &sub.limits[i]
+		if st.scope != scope {
+			continue
+		}
 		if st.key == key {
 			return st
 		}
@@ -740,7 +760,7 @@ func (c *limitSetCache) compile(limits []Limit, buf []params) (ps []params, keys
 // which the store does not read. Strings are compared by address first, as
 // a snapshot's limits share them.
 func sameLimit(a, b *Limit) bool {
-	return a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Cost == b.Cost &&
+	return a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Cost == b.Cost && a.PerKey == b.PerKey &&
 		sameString(a.Name, b.Name) && sameString(string(a.Algorithm), string(b.Algorithm)) &&
 		sameString(string(a.Mode), string(b.Mode))
 }

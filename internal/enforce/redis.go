@@ -308,7 +308,7 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 	}
 	var negKey string
 	if consume && s.negative != nil {
-		negKey = req.Subject + "\x00" + req.Route
+		negKey = req.Subject + "\x00" + req.Key + "\x00" + req.Route
 		now := s.clock()
 		if d, ok := s.negative.get(negKey, req.Limits, now); ok {
 			if s.usage {
@@ -446,6 +446,9 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 			s.putCall(call)
 			return nil, err
 		}
+		if req.Limits[i].PerKey && req.Key != "" {
+			la = la.scoped(req.Key)
+		}
 		if la.kind == kindSlidingLog {
 			k := tag + ":" + la.field
 			keys = append(keys, k, k+":m")
@@ -463,6 +466,16 @@ type limitArgs struct {
 	kind  algKind
 	field string
 	args  [6]any
+}
+
+// scoped returns la for the state of one key inside the subject: the same
+// figures under the field <key>|<field>, beside the subject's shared
+// fields in the same hash, so one script call still decides both.
+func (la *limitArgs) scoped(key string) *limitArgs {
+	field := key + "|" + la.field
+	out := &limitArgs{kind: la.kind, field: field, args: la.args}
+	out.args[0] = field
+	return out
 }
 
 // maxCachedLimits bounds the store's cache of limitArgs; past it (a plan
@@ -695,7 +708,13 @@ func (w *batcher) coalesce(batch []*redisCall) []*redisCall {
 }
 
 func sameCall(a, b *redisCall) bool {
-	return a.now == b.now && a.mode == b.mode && slices.Equal(a.keys, b.keys) && slices.Equal(a.limits, b.limits)
+	return a.now == b.now && a.mode == b.mode && slices.Equal(a.keys, b.keys) && slices.EqualFunc(a.limits, b.limits, sameArgs)
+}
+
+// sameArgs reports whether two limits' arguments are the same: the same
+// cached pointer, or a key's scoped copies of one limit, built per decision.
+func sameArgs(a, b *limitArgs) bool {
+	return a == b || (a.field == b.field && a.args == b.args)
 }
 
 // group splits leaders into script calls: one for the lot when the client

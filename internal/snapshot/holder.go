@@ -37,6 +37,9 @@ type Options struct {
 	// Now is the clock used to judge key and secret expiry (default
 	// time.Now); tests inject their own.
 	Now func() time.Time
+	// AnonPrefixes are the address blocks anonymous callers are limited by
+	// (the zero value: each IPv4 address, each IPv6 /64).
+	AnonPrefixes enforce.AddressPrefixes
 }
 
 // Holder keeps the current Snapshot and rebuilds it when Postgres announces a
@@ -279,10 +282,10 @@ func (h *Holder) ResolveKey(secret string) (enforce.Caller, error) {
 }
 
 // Anonymous returns the caller for a request without a key: subject
-// "ip:<addr>" under the anonymous plan's limits (none if no plan is marked
+// "ip:<addr>" or "ip:<block>" (Options.AnonPrefixes) under the anonymous plan's limits (none if no plan is marked
 // anonymous, or before the first load).
 func (h *Holder) Anonymous(ip netip.Addr) enforce.Caller {
-	c := enforce.Caller{Subject: "ip:" + ip.String()}
+	c := enforce.Caller{Subject: h.opts.AnonPrefixes.Subject(ip)}
 	if snap := h.current.Load(); snap != nil && snap.anonymous != nil {
 		c.Plan = snap.anonymous.Slug
 		c.Limits = snap.anonymousLimits
