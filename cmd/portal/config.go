@@ -86,6 +86,9 @@ type Config struct {
 	// KeysPerDeveloper caps a developer's active keys
 	// (PORTAL_KEYS_PER_DEVELOPER).
 	KeysPerDeveloper int
+	// MemoryMaxSubjects bounds the subjects the memory store holds
+	// (PORTAL_MEMORY_MAX_SUBJECTS).
+	MemoryMaxSubjects int
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -239,6 +242,8 @@ func settings(getenv func(string) string) []setting {
 			set: intSetting(1, 128, func(c *Config) *int { return &c.AnonPrefixes.IPv6 })},
 		{env: "PORTAL_KEYS_PER_DEVELOPER", flag: "keys-per-developer", def: "20", accepts: "a whole number from 1 to 10000: the most active keys one developer may hold",
 			set: intSetting(1, 10000, func(c *Config) *int { return &c.KeysPerDeveloper })},
+		{env: "PORTAL_MEMORY_MAX_SUBJECTS", flag: "memory-max-subjects", def: strconv.Itoa(enforce.DefaultMaxSubjects), accepts: "a whole number from 1000 to 100000000: the most subjects the in-memory counters hold",
+			set: intSetting(1000, 100_000_000, func(c *Config) *int { return &c.MemoryMaxSubjects })},
 		{env: "PORTAL_LOG_FORMAT", flag: "log-format", def: "text", accepts: "text or json",
 			set: func(c *Config, v string) error {
 				c.LogJSON = v == "json"

@@ -14,8 +14,8 @@ func TestLoadConfigSubjectSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.AnonPrefixes.IPv4 != 32 || cfg.AnonPrefixes.IPv6 != 64 || cfg.KeysPerDeveloper != 20 {
-			t.Fatalf("defaults: prefixes %+v, keys %d; want 32, 64 and 20", cfg.AnonPrefixes, cfg.KeysPerDeveloper)
+		if cfg.AnonPrefixes.IPv4 != 32 || cfg.AnonPrefixes.IPv6 != 64 || cfg.KeysPerDeveloper != 20 || cfg.MemoryMaxSubjects != 50_000 {
+			t.Fatalf("defaults: prefixes %+v, keys %d, subjects %d; want 32, 64, 20 and 50000", cfg.AnonPrefixes, cfg.KeysPerDeveloper, cfg.MemoryMaxSubjects)
 		}
 	})
 	t.Run("Values", func(t *testing.T) {
@@ -35,6 +35,7 @@ func TestLoadConfigSubjectSettings(t *testing.T) {
 		{"PORTAL_ANON_IPV6_PREFIX", "129"},
 		{"PORTAL_ANON_IPV6_PREFIX", "sixty-four"},
 		{"PORTAL_KEYS_PER_DEVELOPER", "0"},
+		{"PORTAL_MEMORY_MAX_SUBJECTS", "999"},
 	} {
 		t.Run("Rejects"+tt.env+"="+tt.value, func(t *testing.T) {
 			_, _, err := LoadConfig(nil, envOf(map[string]string{tt.env: tt.value}), io.Discard)

@@ -80,11 +80,11 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			Timeout: d.cfg.RedisTimeout, Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics,
 		}
 		if d.cfg.RedisFailureMode == enforce.FailLocal {
-			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
 		}
 		counters, limiter = rs, enforce.NewFailoverStore(rs, fo)
 	} else {
-		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics})
+		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
 		counters, limiter = mem, mem
 	}
 

@@ -33,9 +33,28 @@ type MemoryOptions struct {
 	SweepInterval time.Duration
 	// DisableUsage turns off the usage series read by Usage.
 	DisableUsage bool
-	// Registerer, when set, receives the decision counters.
+	// MaxSubjects bounds the subjects held at once (default
+	// DefaultMaxSubjects, rounded up to a multiple of Shards), so a flood of
+	// new callers costs bounded memory.
+	// A new subject beyond it evicts others, in this order: subjects whose
+	// limits no longer hold any state (only their usage series is lost),
+	// then the least recently seen of those under every limit (they start
+	// afresh), and only when every subject is at or over a limit, the one
+	// whose reset is nearest, counted in
+	// sluice_memory_evictions_total{reason="over_limit"}. A subject at or
+	// over a limit is thus never forgotten before its reset while any other
+	// can go.
+	MaxSubjects int
+	// Registerer, when set, receives the decision counters and
+	// sluice_memory_evictions_total{reason}.
 	Registerer prometheus.Registerer
 }
+
+// DefaultMaxSubjects is MemoryOptions.MaxSubjects's default: some 25 MB
+// of state and usage series for the demo's anonymous tiers
+// (BenchmarkMemoryStoreFlood: 24 MB after 100,000 new subjects, against
+// 44 MB and growing with the subjects before the bound).
+const DefaultMaxSubjects = 50_000
 
 // MemoryStore is the single-instance Store: every algorithm's state in
 // process memory, one lock per subject, found through an index that
@@ -58,6 +77,10 @@ type MemoryStore struct {
 	sweepEvery int64 // µs
 	usage      bool
 	metrics    *storeMetrics
+	// shardMax is MaxSubjects spread over the shards: a shard at it evicts
+	// before adding a subject.
+	shardMax  int64
+	evictions *evictionMetrics
 }
 
 // memShard indexes its subjects in an open-addressing table that a decision
@@ -126,8 +149,15 @@ type subjectState struct {
 	limits  []limitState
 	expires int64 // µs: when nothing of this subject matters any more
 	last    int64 // µs: the clock reading of the latest write
-	inline  [2]limitState
-	usage   []routeSeries
+	// held is when the last limit state expires (µs): past it only the
+	// usage series is left, and the subject is the first to be evicted.
+	held int64
+	// guard is until when a limit is exhausted (µs): the latest decision
+	// found a layer with nothing remaining, so forgetting the subject
+	// before then would hand it a fresh budget early.
+	guard  int64
+	inline [2]limitState
+	usage  []routeSeries
 }
 
 // limitState is one limit's state; a limit edited to another window, limit
@@ -186,6 +216,10 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	if err != nil {
 		panic(err)
 	}
+	em, err := newEvictionMetrics(opts.Registerer)
+	if err != nil {
+		panic(err)
+	}
 	s := &MemoryStore{
 		now:        opts.Now,
 		seed:       maphash.MakeSeed(),
@@ -193,7 +227,13 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		sweepEvery: opts.SweepInterval.Microseconds(),
 		usage:      !opts.DisableUsage,
 		metrics:    m,
+		evictions:  em,
 	}
+	most := opts.MaxSubjects
+	if most <= 0 {
+		most = DefaultMaxSubjects
+	}
+	s.shardMax = int64((most + len(s.shards) - 1) / len(s.shards))
 	s.wall.anchor()
 	if s.sweepEvery <= 0 {
 		s.sweepEvery = time.Minute.Microseconds()
@@ -265,7 +305,7 @@ func (sh *memShard) get(h uint64, subject string) *subjectState {
 // first sweeping the shard if it has doubled since the last sweep
 // (amortised O(1) per insert), and growing the table past three quarters
 // full.
-func (sh *memShard) add(h uint64, subject string, now, every int64) *subjectState {
+func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *evictionMetrics) *subjectState {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sub := sh.get(h, subject); sub != nil {
@@ -273,6 +313,9 @@ func (sh *memShard) add(h uint64, subject string, now, every int64) *subjectStat
 	}
 	if sh.live.Load() >= sh.sweepLen {
 		sh.sweep(now, every)
+	}
+	if sh.live.Load() >= most {
+		sh.evict(now, most, em)
 	}
 	t := sh.table.Load()
 	if 4*(sh.used+1) > 3*len(t.slots) {
@@ -391,7 +434,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 				// limit), which with usage off records nothing.
 				break
 			}
-			sub = sh.add(h, req.Subject, now, s.sweepEvery)
+			sub = sh.add(h, req.Subject, now, s.sweepEvery, s.shardMax, s.evictions)
 		}
 		sub.mu.Lock()
 		if !sub.dead {
@@ -438,6 +481,11 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		}
 		if sub != nil {
 			sub.last = max(sub.last, now)
+			for i := range ps {
+				if !outs[i].allowed || outs[i].remaining <= 0 {
+					sub.guard = max(sub.guard, now+outs[i].reset)
+				}
+			}
 		}
 	}
 	if sub != nil {
@@ -502,6 +550,7 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 		}
 		st.consume(&ps[i], &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
+		sub.held = max(sub.held, st.expires)
 	}
 	if !fresh {
 		return
@@ -524,6 +573,7 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 		st := &sub.limits[len(sub.limits)-1]
 		st.consume(p, &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
+		sub.held = max(sub.held, st.expires)
 	}
 }
 
