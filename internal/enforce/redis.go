@@ -99,9 +99,12 @@ type RedisOptions struct {
 // with one HMGET and writes them with one HSET whatever the layer count. A
 // field is named <limit name>:<algorithm code>:<window µs>:<limit>[:<burst>]
 // (the burst for the buckets only), so editing a limit's figures starts
-// fresh state; the hash's TTL runs a window past its latest state's expiry.
+// fresh state; a PerKey limit's field is prefixed with the request's key,
+// <key>|<field>, in the same hash; the hash's TTL runs a window past its latest state's expiry.
 // A sliding log is the sorted set <prefix>{<subject>}:<field> and its
-// metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>.
+// metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>,
+// for at most UsageTopSubjects unkeyed subjects a bucket (the rest are
+// added up under UsageOthers).
 // One subject's keys share a Redis Cluster slot; every key is written with a
 // TTL.
 //
