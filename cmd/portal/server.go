@@ -71,35 +71,39 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		closers   []func()
 	)
 	if d.redis != nil {
+		// The dashboards read (and the usage series are written) through a
+		// client of their own, apart from the decisions' connections.
+		dc, err := dashboardRedis(d.cfg.RedisURL, d.cfg.DashboardRedisPool, d.cfg.DashboardRedisTimeout)
+		if err != nil {
+			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
 		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{
-			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics,
+			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics, UsageClient: dc,
 		})
 		if err != nil {
+			_ = dc.Close()
 			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script: %w", err)
 		}
-		closers = append(closers, func() { _ = rs.Close() })
+		// The dashboards' Peeks go through a store over that client, with
+		// its own pipeline and no breaker.
+		ds, err := enforce.NewRedisStore(dc, enforce.RedisOptions{
+			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.DashboardRedisTimeout, DisableUsage: true,
+		})
+		if err != nil {
+			_ = rs.Close()
+			_ = dc.Close()
+			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script for the dashboards: %w", err)
+		}
+		// In this order: the request path's store flushes its last usage
+		// through the dashboards' client before that closes.
+		closers = append(closers, func() { _ = rs.Close() }, func() { _ = ds.Close() }, func() { _ = dc.Close() })
 		fo := enforce.FailoverOptions{
 			Timeout: d.cfg.RedisTimeout, Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics,
 		}
 		if d.cfg.RedisFailureMode == enforce.FailLocal {
 			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
 		}
-		counters, limiter = rs, enforce.NewFailoverStore(rs, fo)
-
-		// The dashboards read through a client and a store of their own.
-		dc, err := dashboardRedis(d.cfg.RedisURL, d.cfg.DashboardRedisPool, d.cfg.DashboardRedisTimeout)
-		if err != nil {
-			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		ds, err := enforce.NewRedisStore(dc, enforce.RedisOptions{
-			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.DashboardRedisTimeout, DisableUsage: true,
-		})
-		if err != nil {
-			_ = dc.Close()
-			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script for the dashboards: %w", err)
-		}
-		closers = append(closers, func() { _ = ds.Close(); _ = dc.Close() })
-		counters, dashboard = ds, ds
+		counters, limiter, dashboard = rs, enforce.NewFailoverStore(rs, fo), ds
 	} else {
 		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
 		counters, limiter = mem, mem

@@ -53,6 +53,11 @@ type RedisOptions struct {
 	// Keyed callers (developers) always get their own series: they are
 	// accounts, bounded by sign-up rather than by addresses.
 	UsageTopSubjects int
+	// UsageClient, when set, is the client the usage series are written
+	// and read with, instead of the decisions' client: the portal passes
+	// the dashboards' own, so neither the flushes nor the dashboards'
+	// reads take the request path's connections.
+	UsageClient redis.UniversalClient
 	// MaxBatch caps the decisions sent in one batch, one script call on a
 	// single Redis (default 128).
 	MaxBatch int
@@ -110,14 +115,17 @@ type RedisOptions struct {
 //
 // Call Close when done to stop the pipeline workers.
 type RedisStore struct {
-	client   redis.UniversalClient
-	sha      string
-	prefix   string
-	timeout  time.Duration
-	testNow  func() time.Time
-	clock    func() time.Time
-	usage    bool
-	maxBatch int
+	client redis.UniversalClient
+	// usageClient writes and reads the usage series (RedisOptions.UsageClient,
+	// else client).
+	usageClient redis.UniversalClient
+	sha         string
+	prefix      string
+	timeout     time.Duration
+	testNow     func() time.Time
+	clock       func() time.Time
+	usage       bool
+	maxBatch    int
 	// onePerScript sends each subject's requests in a script call of their
 	// own, for clients whose keys live on several nodes.
 	onePerScript bool
@@ -212,6 +220,10 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice:"
+	}
+	s.usageClient = opts.UsageClient
+	if s.usageClient == nil {
+		s.usageClient = client
 	}
 	s.usageTop = opts.UsageTopSubjects
 	if s.usageTop <= 0 {
@@ -977,7 +989,7 @@ func (s *RedisStore) flushUsage(ctx context.Context) error {
 		return nil
 	}
 	s.written = foldOthers(counts, s.written, s.usageTop, usageBucketStart(s.clock().Unix()))
-	pipe := s.client.Pipeline()
+	pipe := s.usageClient.Pipeline()
 	ttl := UsageRetention
 	expired := make(map[string]bool, len(counts))
 	for k, c := range counts {
@@ -1020,7 +1032,7 @@ func (s *RedisStore) Usage(ctx context.Context, subjects []string, since time.Ti
 		cmd     *redis.MapStringStringCmd
 	}
 	var reads []read
-	pipe := s.client.Pipeline()
+	pipe := s.usageClient.Pipeline()
 	for _, subject := range subjects {
 		if err := validateRequest(Request{Subject: subject, Limits: []Limit{{}}}); err != nil {
 			return nil, err
