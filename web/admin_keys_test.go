@@ -270,7 +270,7 @@ func TestUsageOverviewAndLiveView(t *testing.T) {
 	lim := gold.Limits[0].Enforce("gold")
 	lim.Burst, lim.Limit = 3, 3 // a tiny bucket, so some requests are rejected
 	for range 5 {
-		if _, err := e.store.Allow(context.Background(), enforceRequest(k.ID, lim)); err != nil {
+		if _, err := e.store.Allow(context.Background(), enforceRequest(k, lim)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,7 +284,7 @@ func TestUsageOverviewAndLiveView(t *testing.T) {
 		got := [4]string{text(d, "total-admitted"), text(d, "total-rejected"),
 			strings.TrimSpace(d.Find(`[data-testid="consumer-row"] td`).First().Text()),
 			strings.TrimSpace(d.Find(`[data-testid="rejected-row"] td`).First().Text())}
-		want := [4]string{"3", "2", "ci (" + developerEmail + ")", "GET /api/search"}
+		want := [4]string{"3", "2", "all keys (" + developerEmail + ")", "GET /api/search"}
 		if got != want {
 			t.Errorf("overview %q, want %q", got, want)
 		}

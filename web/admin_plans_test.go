@@ -10,6 +10,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 )
@@ -81,7 +82,7 @@ func TestPlansListShowsCountsAndTraffic(t *testing.T) {
 	// Traffic on the key: 3 admitted, then rejections from a 3-request limit.
 	lim := plans.LimitInput{Name: "tiny", Algorithm: "fixed_window", Limit: 3, WindowSeconds: 60}.Enforce("gold")
 	for range 5 {
-		if _, err := e.store.Allow(context.Background(), enforceRequest(k.ID, lim)); err != nil {
+		if _, err := e.store.Allow(context.Background(), enforceRequest(k, lim)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -262,6 +263,7 @@ func TestTierInlineEditing(t *testing.T) {
 	})
 }
 
-func enforceRequest(keyID int64, l enforce.Limit) enforce.Request {
-	return enforce.Request{Subject: fmt.Sprintf("key:%d", keyID), Route: "GET /api/search", Limits: []enforce.Limit{l}}
+// enforceRequest is a decision for key k as the snapshot would name it.
+func enforceRequest(k apikeys.Key, l enforce.Limit) enforce.Request {
+	return enforce.Request{Subject: enforce.DeveloperSubject(k.UserID), Key: enforce.KeyScope(k.ID), Route: "GET /api/search", Limits: []enforce.Limit{l}}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -60,6 +61,7 @@ func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 	var k apikeys.Key
 	var secret string
 	var err error
+	status := http.StatusUnprocessableEntity
 	if len(errs) == 0 {
 		k, secret, err = s.deps.Keys.Create(r.Context(), s.actor(r), in)
 		var ve *plans.ValidationError
@@ -68,6 +70,9 @@ func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 			for _, fe := range ve.Fields {
 				errs[fe.Field] = fe.Message
 			}
+		case errors.Is(err, apikeys.ErrTooManyKeys):
+			errs["keys"] = fmt.Sprintf("You already hold %d active keys, the most allowed. Revoke one you no longer use, then create the new one.", s.deps.Keys.MaxKeysPerUser())
+			status = http.StatusConflict
 		case err != nil:
 			s.error(w, r, err)
 			return
@@ -80,7 +85,7 @@ func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		v.Form, v.Errors = f, errs
-		s.render(w, r, http.StatusUnprocessableEntity, views.MyKeys(s.page(r, "My keys", "app-keys"), v))
+		s.render(w, r, status, views.MyKeys(s.page(r, "My keys", "app-keys"), v))
 		return
 	}
 	s.log.Info("key created by its owner", "user_id", u.ID, "key_id", k.ID)

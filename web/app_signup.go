@@ -122,7 +122,9 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 // attempt is counted in this instance's memory, as sign-in does.
 func (s *Server) signUpAllowed(r *http.Request) (time.Duration, error) {
 	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
-	req := enforce.Request{Subject: "signup:ip:" + ip.String(), Route: "POST /signup", Limits: []enforce.Limit{signUpPerIP}}
+	// Counted by address block (an IPv6 /64 by default), as sign-in and
+	// anonymous API callers are: one subscriber cannot rotate addresses.
+	req := enforce.Request{Subject: "signup:" + s.deps.SignIn.Blocks.Subject(ip), Route: "POST /signup", Limits: []enforce.Limit{signUpPerIP}}
 	d, err := s.deps.Limiter.Allow(r.Context(), req)
 	if err != nil {
 		if r.Context().Err() != nil {

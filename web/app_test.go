@@ -334,7 +334,7 @@ func (e *env) spend(k apikeys.Key, p plans.Plan, route string, n int) {
 		}
 	}
 	for range n {
-		if _, err := e.store.Allow(context.Background(), enforce.Request{Subject: "key:" + strconv.FormatInt(k.ID, 10), Route: route, Limits: limits}); err != nil {
+		if _, err := e.store.Allow(context.Background(), enforce.Request{Subject: enforce.DeveloperSubject(k.UserID), Key: enforce.KeyScope(k.ID), Route: route, Limits: limits}); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -569,4 +569,32 @@ func searchLimitOf(t *testing.T, doc string) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// TestMyKeysCap: a developer at the key cap is told so on the keys page,
+// with a 409, and no key is created.
+func TestMyKeysCap(t *testing.T) {
+	e := newEnv(t)
+	e.keys.LimitKeysPerUser(2)
+	c := e.signedIn(developerEmail)
+	for i := range 2 {
+		if res := c.post("/app/keys", url.Values{"name": {"k" + strconv.Itoa(i)}}, nil); res.StatusCode != http.StatusCreated {
+			t.Fatalf("key %d: status %d", i+1, res.StatusCode)
+		}
+	}
+	res := c.post("/app/keys", url.Values{"name": {"one too many"}}, nil)
+	if res.StatusCode != http.StatusConflict {
+		t.Fatalf("3rd key: status %d, want 409", res.StatusCode)
+	}
+	d := res.doc(t)
+	if msg := text(d, "error-keys"); !strings.Contains(msg, "2 active keys") || !strings.Contains(msg, "Revoke") {
+		t.Fatalf("3rd key: error %q, want the cap and what to do", msg)
+	}
+	if count(d, "secret") != 0 {
+		t.Fatalf("the refused key's page shows a secret")
+	}
+	keys, _, err := e.keys.List(context.Background(), apikeys.Filter{UserID: e.dev.ID})
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys stored = %d (%v), want 2", len(keys), err)
+	}
 }

@@ -38,7 +38,18 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 
 // myUsageStream pushes the usage fragment every second as the SSE event
 // views.MyUsageEvent, until the browser goes away.
+//
+// A developer holds at most StreamsPerUser streams, and all the streams of
+// one developer share one computation per tick.
 func (s *Server) myUsageStream(w http.ResponseWriter, r *http.Request) {
+	user, _ := s.currentUser(r)
+	release, ok := s.streams.open(w, user.ID)
+	if !ok {
+		return
+	}
+	defer release()
+	view, unwatch := s.shares.watch("app:" + strconv.FormatInt(user.ID, 10))
+	defer unwatch()
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -48,26 +59,30 @@ func (s *Server) myUsageStream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tick := time.NewTicker(liveTick)
 	defer tick.Stop()
-	var buf, frag bytes.Buffer
 	for {
-		u, err := s.myUsageFigures(ctx, r)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+		event, err := view.frame(func(*any) ([]byte, error) {
+			u, err := s.myUsageFigures(ctx, r)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				s.log.Warn("usage stream", "err", err)
+				u = views.MyUsage{Problem: "Your figures could not be read just now.", Updated: s.now()}
 			}
-			s.log.Warn("usage stream", "err", err)
-			u = views.MyUsage{Problem: "Your figures could not be read just now.", Updated: s.now()}
-		}
-		frag.Reset()
-		if err := views.MyUsageFragment(u).Render(ctx, &frag); err != nil {
+			var frag, buf bytes.Buffer
+			if err := views.MyUsageFragment(u).Render(ctx, &frag); err != nil {
+				return nil, err
+			}
+			writeEvent(&buf, views.MyUsageEvent, frag.Bytes())
+			return buf.Bytes(), nil
+		})
+		if err != nil {
 			return
 		}
-		buf.Reset()
-		writeEvent(&buf, views.MyUsageEvent, frag.Bytes())
 		// A stream outlives the server's write timeout; each push gets its
 		// own deadline instead.
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.Write(buf.Bytes()); err != nil {
+		if _, err := w.Write(event); err != nil {
 			return
 		}
 		if err := rc.Flush(); err != nil {
@@ -101,18 +116,18 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 	if err != nil {
 		return out, fmt.Errorf("usage: list keys: %w", err)
 	}
-	subjects := make([]string, 0, len(keys))
+	// All of a developer's keys share one subject (their plan-wide limits
+	// and their usage series); each key's tiers count under its own scope.
+	subject := enforce.DeveloperSubject(user.ID)
 	worst := int64(0)
 	for _, k := range keys {
-		subject := "key:" + strconv.FormatInt(k.ID, 10)
-		subjects = append(subjects, subject)
 		ku := views.MyKeyUsage{ID: k.ID, Name: k.Name, Prefix: k.Prefix, LastUsed: k.LastUsedAt}
 		limits, err := s.keyLimits(ctx, k)
 		if err != nil {
 			return out, fmt.Errorf("usage: limits of key %d: %w", k.ID, err)
 		}
 		if len(limits) > 0 {
-			d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Limits: limits})
+			d, err := s.dashboard.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: limits})
 			if err != nil {
 				s.log.Warn("usage peek", "key_id", k.ID, "err", err)
 				out.Problem = "The rate-limit store could not be read just now."
@@ -138,9 +153,9 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 		out.Warnings = append(out.Warnings, views.Banner{Kind: "warn", TestID: "usage-banner-80",
 			Text: fmt.Sprintf("You have used over %d%% of a limit. Slow down, or watch X-RateLimit-Remaining, to avoid 429s.", warnAtPercent)})
 	}
-	if len(subjects) > 0 {
+	if len(keys) > 0 {
 		since := now.Add(-usageWindow)
-		points, err := s.deps.Usage.Usage(ctx, subjects, since)
+		points, err := s.deps.Usage.Usage(ctx, []string{subject}, since)
 		if err != nil {
 			s.log.Warn("usage series", "err", err)
 			out.Problem = "The usage series could not be read just now."

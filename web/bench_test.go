@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -101,7 +100,7 @@ func seedDashboard(b *testing.B, e *env) {
 			b.Fatalf("seed: %v\n%s", err, s)
 		}
 	}
-	rows, err := e.pool.Query(ctx, `SELECT id FROM api_keys WHERE last_used_at IS NOT NULL`)
+	rows, err := e.pool.Query(ctx, `SELECT user_id FROM api_keys WHERE last_used_at IS NOT NULL`)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,7 +116,7 @@ func seedDashboard(b *testing.B, e *env) {
 	lim := enforce.Limit{Name: "bench", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute}
 	for _, id := range ids {
 		for range 7 {
-			if _, err := e.store.Allow(ctx, enforce.Request{Subject: fmt.Sprintf("key:%d", id), Route: "GET /api/search", Limits: []enforce.Limit{lim}}); err != nil {
+			if _, err := e.store.Allow(ctx, enforce.Request{Subject: enforce.DeveloperSubject(id), Route: "GET /api/search", Limits: []enforce.Limit{lim}}); err != nil {
 				b.Fatal(err)
 			}
 		}

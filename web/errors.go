@@ -51,6 +51,7 @@ var errorKinds = []errorKind{
 	{apikeys.ErrExpired, http.StatusConflict, "This key has expired; it can no longer be changed."},
 	{apikeys.ErrConflict, http.StatusConflict, "Someone else changed this key first. Reload and try again."},
 	{services.ErrNotFound, http.StatusNotFound, "There is no such service."},
+	{apikeys.ErrTooManyKeys, http.StatusConflict, "This developer already holds the most API keys allowed. Revoke one first."},
 	{users.ErrNotFound, http.StatusNotFound, "There is no such user."},
 	{users.ErrUnknownPlan, http.StatusUnprocessableEntity, "That plan does not exist."},
 	{users.ErrConflict, http.StatusConflict, "Someone else changed this user first. Reload and try again."},

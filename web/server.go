@@ -39,11 +39,21 @@ type Deps struct {
 	Plans *plans.Service
 	Keys  *apikeys.Service
 	// Limiter is Sluice's own engine; the sign-up form is rate limited with
-	// it, and the live view peeks at keys' limits through it. (Failed
-	// sign-ins are counted in Pool: see package signin.)
+	// it. (Failed sign-ins are counted in Pool: see package signin.)
 	Limiter enforce.Store
-	// Usage reads the engine's usage series (both stores implement it).
+	// Dashboard is the engine as the dashboards read it (the live views'
+	// and usage pages' Peeks): with Redis, a store over a client of its
+	// own, so dashboards never queue behind the request path's pipeline or
+	// feed its circuit breaker. Nil means Limiter.
+	Dashboard enforce.Store
+	// Usage reads the engine's usage series (both stores implement it);
+	// with Redis, through the dashboards' client as well.
 	Usage UsageReader
+	// StreamsPerUser and StreamsMax cap the live streams (/app/stream,
+	// /admin/live/stream) open at once per user and in all; beyond them a
+	// stream is answered 429. Zero means DefaultStreamsPerUser and
+	// DefaultStreamsMax.
+	StreamsPerUser, StreamsMax int
 	// Health lists the dependencies whose failure shows a banner on every
 	// page (e.g. Postgres, Redis).
 	Health []HealthCheck
@@ -85,6 +95,10 @@ type Server struct {
 	localLimiter *enforce.MemoryStore
 	// services is over Deps.Pool (nil without one: the pages then 503).
 	services *services.Repo
+	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
+	dashboard enforce.Store
+	streams   *streamGate
+	shares    *viewShares
 }
 
 // New builds the UI from its dependencies. It panics on a missing required
@@ -103,6 +117,12 @@ func New(deps Deps) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.dashboard = deps.Dashboard
+	if s.dashboard == nil {
+		s.dashboard = deps.Limiter
+	}
+	s.streams = newStreamGate(deps.StreamsPerUser, deps.StreamsMax)
+	s.shares = newViewShares()
 	s.sessions = newSessionStore(deps, s.now)
 	if deps.Pool != nil {
 		s.services = services.NewRepo(deps.Pool)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +45,7 @@ type usageSummary struct {
 // applies to it.
 type recentKey struct {
 	ID     int64  `db:"id"`
+	UserID int64  `db:"user_id"`
 	PlanID *int64 `db:"plan_id"`
 	Owner  string `db:"owner"`
 	Name   string `db:"name"`
@@ -55,13 +55,14 @@ type recentKey struct {
 // dashboard asks for the keys that were used in the window. last_used_at is
 // written in batches, so a key's first minute of use may show a little late.
 const selectRecentKeys = `
-SELECT k.id,
+SELECT k.id, k.user_id,
        COALESCE(k.plan_id, u.plan_id, (SELECT p.id FROM plans p WHERE p.is_default)) AS plan_id,
        u.email AS owner,
        k.name
 FROM api_keys k
 JOIN users u ON u.id = k.user_id
-WHERE k.last_used_at >= $1`
+WHERE k.last_used_at >= $1
+ORDER BY k.last_used_at DESC`
 
 func (s *Server) recentKeys(ctx context.Context, since time.Time) ([]recentKey, error) {
 	rows, err := s.deps.Pool.Query(ctx, selectRecentKeys, since)
@@ -100,11 +101,16 @@ func (s *Server) computeUsage(ctx context.Context, now time.Time) (usageSummary,
 	if err != nil {
 		return usageSummary{}, err
 	}
-	subjects := make([]string, len(keys))
+	// The series is per developer (all their keys share one subject): a
+	// developer is named by the first of their recent keys.
+	subjects := make([]string, 0, len(keys))
 	byKey := make(map[string]recentKey, len(keys))
-	for i, k := range keys {
-		subjects[i] = "key:" + strconv.FormatInt(k.ID, 10)
-		byKey[subjects[i]] = k
+	for _, k := range keys {
+		subject := enforce.DeveloperSubject(k.UserID)
+		if _, seen := byKey[subject]; !seen {
+			subjects = append(subjects, subject)
+			byKey[subject] = k
+		}
 	}
 	var points []enforce.UsagePoint
 	if len(subjects) > 0 {
@@ -148,7 +154,8 @@ func summarize(points []enforce.UsagePoint, byKey map[string]recentKey, since, n
 		if c == nil {
 			c = &views.Consumer{Subject: p.Subject}
 			if known {
-				c.KeyID, c.Owner, c.Name = k.ID, k.Owner, k.Name
+				// The subject is the developer's: every key of theirs.
+				c.KeyID, c.Owner, c.Name = k.ID, k.Owner, "all keys"
 			}
 			consumers[p.Subject] = c
 		}

@@ -101,6 +101,35 @@ type Config struct {
 	// PORTAL_SIGNIN_WINDOW, PORTAL_SIGNIN_ACCOUNT_FREE_FAILURES,
 	// PORTAL_SIGNIN_ACCOUNT_MAX_DELAY).
 	SignIn signin.Policy
+	// AnonPrefixes are the address blocks anonymous callers are limited by
+	// (PORTAL_ANON_IPV4_PREFIX, PORTAL_ANON_IPV6_PREFIX).
+	AnonPrefixes enforce.AddressPrefixes
+	// KeysPerDeveloper caps a developer's active keys
+	// (PORTAL_KEYS_PER_DEVELOPER).
+	KeysPerDeveloper int
+	// MemoryMaxSubjects bounds the subjects the memory store holds
+	// (PORTAL_MEMORY_MAX_SUBJECTS).
+	MemoryMaxSubjects int
+	// StreamsPerUser and StreamsMax cap the live dashboard streams
+	// (PORTAL_STREAMS_PER_USER, PORTAL_STREAMS_MAX).
+	StreamsPerUser, StreamsMax int
+	// DashboardRedisTimeout and DashboardRedisPool shape the dashboards' own
+	// Redis client, kept apart from the request path's
+	// (PORTAL_DASHBOARD_REDIS_TIMEOUT, PORTAL_DASHBOARD_REDIS_POOL).
+	DashboardRedisTimeout time.Duration
+	DashboardRedisPool    int
+}
+
+// intSetting stores a whole number from lo to hi in the field field returns.
+func intSetting(lo, hi int, field func(c *Config) *int) func(c *Config, v string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return errors.New("out of range")
+		}
+		*field(c) = n
+		return nil
+	}
 }
 
 // defaultAdminEmail is the bootstrap operator's email when none is set.
@@ -254,6 +283,29 @@ func settings(getenv func(string) string) []setting {
 				c.LastUsedInterval = d
 				return nil
 			}},
+		{env: "PORTAL_ANON_IPV4_PREFIX", flag: "anon-ipv4-prefix", def: "32", accepts: "a prefix length from 1 to 32: anonymous IPv4 callers in one block share one budget",
+			set: intSetting(1, 32, func(c *Config) *int { return &c.AnonPrefixes.IPv4 })},
+		{env: "PORTAL_ANON_IPV6_PREFIX", flag: "anon-ipv6-prefix", def: "64", accepts: "a prefix length from 1 to 128: anonymous IPv6 callers in one block share one budget",
+			set: intSetting(1, 128, func(c *Config) *int { return &c.AnonPrefixes.IPv6 })},
+		{env: "PORTAL_KEYS_PER_DEVELOPER", flag: "keys-per-developer", def: "20", accepts: "a whole number from 1 to 10000: the most active keys one developer may hold",
+			set: intSetting(1, 10000, func(c *Config) *int { return &c.KeysPerDeveloper })},
+		{env: "PORTAL_MEMORY_MAX_SUBJECTS", flag: "memory-max-subjects", def: strconv.Itoa(enforce.DefaultMaxSubjects), accepts: "a whole number from 1000 to 100000000: the most subjects the in-memory counters hold",
+			set: intSetting(1000, 100_000_000, func(c *Config) *int { return &c.MemoryMaxSubjects })},
+		{env: "PORTAL_STREAMS_PER_USER", flag: "streams-per-user", def: "3", accepts: "a whole number from 1 to 100: live dashboard streams one user may hold open",
+			set: intSetting(1, 100, func(c *Config) *int { return &c.StreamsPerUser })},
+		{env: "PORTAL_STREAMS_MAX", flag: "streams-max", def: "256", accepts: "a whole number from 1 to 100000: live dashboard streams open at once on this instance",
+			set: intSetting(1, 100_000, func(c *Config) *int { return &c.StreamsMax })},
+		{env: "PORTAL_DASHBOARD_REDIS_TIMEOUT", flag: "dashboard-redis-timeout", def: "1s", accepts: "a duration from 10ms to 30s: how long a dashboard read may wait for Redis",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 10*time.Millisecond || d > 30*time.Second {
+					return errors.New("out of range")
+				}
+				c.DashboardRedisTimeout = d
+				return nil
+			}},
+		{env: "PORTAL_DASHBOARD_REDIS_POOL", flag: "dashboard-redis-pool", def: "4", accepts: "a whole number from 1 to 256: connections of the dashboards' own Redis client",
+			set: intSetting(1, 256, func(c *Config) *int { return &c.DashboardRedisPool })},
 		{env: "PORTAL_LOG_FORMAT", flag: "log-format", def: "text", accepts: "text or json",
 			set: func(c *Config, v string) error {
 				c.LogJSON = v == "json"

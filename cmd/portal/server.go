@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -28,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/services"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/snapshot"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/web"
@@ -76,28 +78,48 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// Counters: Redis when configured, behind the failure-mode policy;
 	// otherwise the memory store (one instance).
 	var (
-		counters limitStore
-		limiter  enforce.Store
-		closers  []func()
+		counters  limitStore
+		limiter   enforce.Store
+		dashboard enforce.Store // nil: the limiter
+		closers   []func()
 	)
 	if d.redis != nil {
+		// The dashboards read (and the usage series are written) through a
+		// client of their own, apart from the decisions' connections.
+		dc, err := dashboardRedis(d.cfg.RedisURL, d.cfg.DashboardRedisPool, d.cfg.DashboardRedisTimeout)
+		if err != nil {
+			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
 		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{
-			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics,
+			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics, UsageClient: dc,
 			NegativeCacheSize: d.cfg.RedisNearCache,
 		})
 		if err != nil {
+			_ = dc.Close()
 			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script: %w", err)
 		}
-		closers = append(closers, func() { _ = rs.Close() })
+		// The dashboards' Peeks go through a store over that client, with
+		// its own pipeline and no breaker.
+		ds, err := enforce.NewRedisStore(dc, enforce.RedisOptions{
+			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.DashboardRedisTimeout, DisableUsage: true,
+		})
+		if err != nil {
+			_ = rs.Close()
+			_ = dc.Close()
+			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script for the dashboards: %w", err)
+		}
+		// In this order: the request path's store flushes its last usage
+		// through the dashboards' client before that closes.
+		closers = append(closers, func() { _ = rs.Close() }, func() { _ = ds.Close() }, func() { _ = dc.Close() })
 		fo := enforce.FailoverOptions{
 			Timeout: d.cfg.RedisTimeout, Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics,
 		}
 		if d.cfg.RedisFailureMode == enforce.FailLocal {
-			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
 		}
-		counters, limiter = rs, enforce.NewFailoverStore(rs, fo)
+		counters, limiter, dashboard = rs, enforce.NewFailoverStore(rs, fo), ds
 	} else {
-		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics})
+		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
 		counters, limiter = mem, mem
 	}
 
@@ -106,9 +128,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	planSvc := plans.NewService(d.pool, protectedRoutes, d.logger)
-	keySvc := apikeys.NewService(d.pool, protectedRoutes, d.logger)
+	keySvc := apikeys.NewService(d.pool, protectedRoutes, d.logger).LimitKeysPerUser(d.cfg.KeysPerDeveloper)
 	lastUsed := apikeys.NewLastUsed(d.pool, d.logger, d.cfg.LastUsedInterval)
-	holder := snapshot.NewHolder(d.pool, d.logger, snapshot.Options{LastUsed: lastUsed})
+	holder := snapshot.NewHolder(d.pool, d.logger, snapshot.Options{LastUsed: lastUsed, AnonPrefixes: d.cfg.AnonPrefixes})
 	if err := holder.Load(ctx); err != nil {
 		stop()
 		for _, c := range closers {
@@ -160,7 +182,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Plans:  planSvc,
 		Keys:   keySvc,
 		Tokens: optokens.NewStore(d.pool, d.cfg.AdminToken),
-		Store:  limiter,
+		Store:  cmp.Or(dashboard, limiter), // its key usage reads are a dashboard's
 		Pool:   d.pool,
 		Logger: d.logger,
 	}))
@@ -174,10 +196,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Plans:          planSvc,
 		Keys:           keySvc,
 		Limiter:        limiter,
+		Dashboard:      dashboard,
 		Usage:          counters,
+		StreamsPerUser: d.cfg.StreamsPerUser,
+		StreamsMax:     d.cfg.StreamsMax,
 		Health:         health,
 		TrustedProxies: d.cfg.TrustedProxies,
-		SignIn:         d.cfg.SignIn,
+		SignIn:         signInPolicy(d.cfg),
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {
@@ -259,4 +284,12 @@ func requireBearer(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// signInPolicy is the sign-in throttle's policy, counting clients by the
+// same address blocks as anonymous API callers.
+func signInPolicy(cfg Config) signin.Policy {
+	p := cfg.SignIn
+	p.Blocks = cfg.AnonPrefixes
+	return p
 }

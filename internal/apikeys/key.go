@@ -18,6 +18,9 @@ var (
 	ErrExpired = errors.New("API key expired")
 	// ErrConflict means the version the caller read is stale.
 	ErrConflict = errors.New("API key was changed by someone else")
+	// ErrTooManyKeys means the developer already holds the most active
+	// keys allowed (Service.LimitKeysPerUser); revoke one first.
+	ErrTooManyKeys = errors.New("developer holds the most API keys allowed")
 )
 
 // Key states, as returned by Key.State and accepted by Filter.State.

@@ -30,16 +30,36 @@ const (
 // Service manages API keys in Postgres. Every change is audit-logged in the
 // same transaction and announced to every instance by NOTIFY triggers.
 type Service struct {
-	pool   *pgxpool.Pool
-	routes []string
-	logger *slog.Logger
+	pool    *pgxpool.Pool
+	routes  []string
+	logger  *slog.Logger
+	maxKeys int
 }
+
+// DefaultKeysPerUser is how many active keys a developer may hold unless
+// LimitKeysPerUser says otherwise.
+const DefaultKeysPerUser = 20
 
 // NewService returns a Service over pool; routes are the ServeMux patterns
 // the protected API serves, against which overrides are validated.
 func NewService(pool *pgxpool.Pool, routes []string, logger *slog.Logger) *Service {
-	return &Service{pool: pool, routes: slices.Clone(routes), logger: logger}
+	return &Service{pool: pool, routes: slices.Clone(routes), logger: logger, maxKeys: DefaultKeysPerUser}
 }
+
+// LimitKeysPerUser sets how many active (neither revoked nor expired) keys
+// one developer may hold (PORTAL_KEYS_PER_DEVELOPER; n <= 0 keeps
+// DefaultKeysPerUser) and returns s. Call it before s is used. The cap
+// keeps a developer from minting keys faster than operators can see; their
+// keys share the plan-wide limits whatever their number.
+func (s *Service) LimitKeysPerUser(n int) *Service {
+	if n > 0 {
+		s.maxKeys = n
+	}
+	return s
+}
+
+// MaxKeysPerUser is the cap LimitKeysPerUser set.
+func (s *Service) MaxKeysPerUser() int { return s.maxKeys }
 
 // selectKeys reads keys with their owner, their current secret's prefix and
 // the plan that applies to them (own, else owner's, else default).
@@ -101,15 +121,19 @@ INSERT INTO api_keys (user_id, name, plan_id, overrides, expires_at)
 VALUES ($1, $2, $3, $4, $5)
 RETURNING id`
 	insertSecret = `INSERT INTO api_key_secrets (key_id, hash, prefix) VALUES ($1, $2, $3)`
+	// The owner's row is locked so that concurrent creations for one
+	// developer are counted one after the other and cannot pass the cap
+	// together.
+	lockOwner        = `SELECT role FROM users WHERE id = $1 FOR UPDATE`
+	countActiveOwned = `
+SELECT count(*) FROM api_keys
+WHERE user_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`
 )
-
-// selectOwnerRole reads a new key's owner's role, locking the row so the
-// role cannot change before the key is inserted.
-const selectOwnerRole = `SELECT role FROM users WHERE id = $1 FOR SHARE`
 
 // Create issues a key and returns it with its secret. The secret is shown
 // this once: only its hash is stored. Errors: *plans.ValidationError (also
-// when the owner is an operator: keys belong to developers).
+// when the owner is an operator: keys belong to developers), and
+// ErrTooManyKeys when the owner already holds MaxKeysPerUser active keys.
 func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, string, error) {
 	in.Name = strings.TrimSpace(in.Name)
 	overrides := normalizedOverrides(in.Overrides)
@@ -140,10 +164,13 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 	hash := Hash(secret)
 	var created Key
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Keys belong to developers: an operator's key would be limited by
-		// no plan of theirs and show up as nobody's usage.
+		// The owner's row is locked until the key is inserted: its role
+		// cannot change meanwhile, and concurrent creations cannot pass the
+		// key cap together. Keys belong to developers: an operator's key
+		// would be limited by no plan of theirs and show up as nobody's
+		// usage.
 		var role string
-		switch err := tx.QueryRow(ctx, selectOwnerRole, in.UserID).Scan(&role); {
+		switch err := tx.QueryRow(ctx, lockOwner, in.UserID).Scan(&role); {
 		case errors.Is(err, pgx.ErrNoRows):
 			return &plans.ValidationError{Fields: []plans.FieldError{{Field: "user_id", Message: "no such user"}}}
 		case err != nil:
@@ -151,6 +178,13 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 		case role != "developer":
 			return &plans.ValidationError{Fields: []plans.FieldError{{Field: "user_id",
 				Message: "is an operator account: API keys belong to developers"}}}
+		}
+		var held int
+		if err := tx.QueryRow(ctx, countActiveOwned, in.UserID).Scan(&held); err != nil {
+			return fmt.Errorf("count keys: %w", err)
+		}
+		if held >= s.maxKeys {
+			return fmt.Errorf("user %d holds %d keys: %w", in.UserID, held, ErrTooManyKeys)
 		}
 		var id int64
 		if err := tx.QueryRow(ctx, insertKey, in.UserID, in.Name, in.PlanID, overrides, in.ExpiresAt).Scan(&id); err != nil {
@@ -170,6 +204,9 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 		var ve *plans.ValidationError
 		if errors.As(err, &ve) {
 			return Key{}, "", ve
+		}
+		if errors.Is(err, ErrTooManyKeys) {
+			return Key{}, "", err
 		}
 		return Key{}, "", fmt.Errorf("create key: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -565,6 +566,67 @@ func TestListEdges(t *testing.T) {
 		b, _ := json.Marshal(got)
 		if string(a) != string(b) {
 			t.Fatalf("listed %s, Get %s", a, b)
+		}
+	})
+}
+
+func TestCreateCapsKeysPerDeveloper(t *testing.T) {
+	f := newFixture(t)
+	f.keys.LimitKeysPerUser(3)
+	ctx := context.Background()
+	t.Run("TheFourthIsRefused", func(t *testing.T) {
+		var ids []int64
+		for i := range 3 {
+			k, _, err := f.keys.Create(ctx, actor, apikeys.NewKey{UserID: f.dev, Name: "k" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatalf("key %d: %v", i+1, err)
+			}
+			ids = append(ids, k.ID)
+		}
+		if _, _, err := f.keys.Create(ctx, actor, apikeys.NewKey{UserID: f.dev, Name: "one too many"}); !errors.Is(err, apikeys.ErrTooManyKeys) {
+			t.Fatalf("4th key: err = %v, want ErrTooManyKeys", err)
+		}
+		if n := f.count(t, `SELECT count(*) FROM api_keys WHERE user_id = $1`, f.dev); n != 3 {
+			t.Fatalf("keys stored = %d, want 3: the refused one wrote nothing", n)
+		}
+		// A revoked key no longer counts.
+		if err := f.keys.Revoke(ctx, actor, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.keys.Create(ctx, actor, apikeys.NewKey{UserID: f.dev, Name: "after revoke"}); err != nil {
+			t.Fatalf("key after a revocation: %v", err)
+		}
+	})
+	t.Run("ConcurrentCreationsStopAtTheCap", func(t *testing.T) {
+		dev := f.user(t, "racer@example.com", nil)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		created, refused := 0, 0
+		for i := range 10 {
+			wg.Go(func() {
+				_, _, err := f.keys.Create(ctx, actor, apikeys.NewKey{UserID: dev, Name: "r" + strconv.Itoa(i)})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					created++
+				case errors.Is(err, apikeys.ErrTooManyKeys):
+					refused++
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if created != 3 || refused != 7 {
+			t.Fatalf("created %d, refused %d; want 3 and 7", created, refused)
+		}
+	})
+	t.Run("UnknownOwner", func(t *testing.T) {
+		_, _, err := f.keys.Create(ctx, actor, apikeys.NewKey{UserID: 999999, Name: "orphan"})
+		var ve *plans.ValidationError
+		if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "user_id" {
+			t.Fatalf("err = %v, want a validation error on user_id", err)
 		}
 	})
 }

@@ -134,6 +134,9 @@ func validateRequest(req Request) error {
 	if err := validateSubject(req.Subject); err != nil {
 		return err
 	}
+	if strings.ContainsAny(req.Key, "{}") {
+		return fmt.Errorf("%w: key %q contains a brace", ErrInvalidRequest, req.Key)
+	}
 	return validateLimitNames(req.Limits)
 }
 

@@ -3,6 +3,7 @@ package enforce
 import (
 	"errors"
 	"net/netip"
+	"strconv"
 )
 
 // ErrInvalidKey means a presented API key is malformed, unknown, revoked or
@@ -12,8 +13,12 @@ var ErrInvalidKey = errors.New("invalid API key")
 
 // Caller is who a request comes from and which limits apply to it.
 type Caller struct {
-	// Subject names the caller's counters: "key:<id>" or "ip:<addr>".
+	// Subject names the caller's counters: "dev:<user id>" for every key of
+	// one developer, or "ip:<address or block>" (see AddressPrefixes).
 	Subject string
+	// Key is "key:<id>" for a key's caller, "" for an anonymous one: the
+	// Request.Key under which the key's own (PerKey) limits count.
+	Key string
 	// KeyID and UserID are zero for anonymous callers.
 	KeyID  int64
 	UserID int64
@@ -35,3 +40,12 @@ type Resolver interface {
 	// client address.
 	Anonymous(ip netip.Addr) Caller
 }
+
+// DeveloperSubject is the subject of every key of one developer: their keys
+// share its plan-wide limits, so a plan's limit does not multiply with the
+// keys a developer creates.
+func DeveloperSubject(userID int64) string { return "dev:" + strconv.FormatInt(userID, 10) }
+
+// KeyScope is a key's Request.Key inside its developer's subject, under
+// which its PerKey limits (endpoint tiers, its own overrides) count.
+func KeyScope(keyID int64) string { return "key:" + strconv.FormatInt(keyID, 10) }

@@ -83,6 +83,14 @@ type Limit struct {
 	// "GET /api/items/{id}"; "" applies to every request (a plan-wide limit).
 	// The stores ignore it; the middleware filters on it.
 	Route string
+	// PerKey keeps the limit's state per API key (Request.Key) inside the
+	// subject, instead of one state for the whole subject: a developer's
+	// keys share the subject "dev:<user id>" and its plan-wide limits,
+	// while a key's per-endpoint tiers and its own overrides count for that
+	// key alone. Both kinds of state live under the subject's one hash tag,
+	// so one decision still covers them atomically. With Request.Key empty
+	// (an anonymous caller) it makes no difference.
+	PerKey bool
 }
 
 // ErrStoreUnavailable is returned (wrapped) by a store that cannot reach its
@@ -102,9 +110,15 @@ type Store interface {
 
 // Request is one decision's input.
 type Request struct {
-	// Subject identifies who is limited: "key:<id>" for an API key, "ip:<addr>"
-	// for an anonymous caller.
+	// Subject identifies who is limited and names the hash tag of every
+	// counter of the decision: "dev:<user id>" for a developer's API keys
+	// (all of them share it), "ip:<address or block>" for an anonymous
+	// caller.
 	Subject string
+	// Key tells a developer's keys apart inside Subject, e.g. "key:42": the
+	// limits marked PerKey keep one state per Key. Empty for anonymous
+	// callers.
+	Key string
 	// Route is the matched ServeMux pattern; it labels usage statistics.
 	Route  string
 	Limits []Limit

@@ -2,9 +2,11 @@ package enforce
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +33,28 @@ type MemoryOptions struct {
 	SweepInterval time.Duration
 	// DisableUsage turns off the usage series read by Usage.
 	DisableUsage bool
-	// Registerer, when set, receives the decision counters.
+	// MaxSubjects bounds the subjects held at once (default
+	// DefaultMaxSubjects, rounded up to a multiple of Shards), so a flood of
+	// new callers costs bounded memory.
+	// A new subject beyond it evicts others, in this order: subjects whose
+	// limits no longer hold any state (only their usage series is lost),
+	// then the least recently seen of those under every limit (they start
+	// afresh), and only when every subject is at or over a limit, the one
+	// whose reset is nearest, counted in
+	// sluice_memory_evictions_total{reason="over_limit"}. A subject at or
+	// over a limit is thus never forgotten before its reset while any other
+	// can go.
+	MaxSubjects int
+	// Registerer, when set, receives the decision counters and
+	// sluice_memory_evictions_total{reason}.
 	Registerer prometheus.Registerer
 }
+
+// DefaultMaxSubjects is MemoryOptions.MaxSubjects's default: some 25 MB
+// of state and usage series for the demo's anonymous tiers
+// (BenchmarkMemoryStoreFlood: 24 MB after 100,000 new subjects, against
+// 44 MB and growing with the subjects before the bound).
+const DefaultMaxSubjects = 50_000
 
 // MemoryStore is the single-instance Store: every algorithm's state in
 // process memory, one lock per subject, found through an index that
@@ -56,6 +77,10 @@ type MemoryStore struct {
 	sweepEvery int64 // µs
 	usage      bool
 	metrics    *storeMetrics
+	// shardMax is MaxSubjects spread over the shards: a shard at it evicts
+	// before adding a subject.
+	shardMax  int64
+	evictions *evictionMetrics
 }
 
 // memShard indexes its subjects in an open-addressing table that a decision
@@ -126,6 +151,11 @@ type subjectState struct {
 	last    int64 // µs: the clock reading of the latest write
 	inline  [2]limitState
 	usage   []routeSeries
+	// guard is until when a limit is exhausted (µs): the latest decision
+	// found a layer with nothing remaining, so forgetting the subject
+	// before then would hand it a fresh budget early. It comes last, off
+	// the lines every decision reads: it is written only at a limit.
+	guard int64
 }
 
 // limitState is one limit's state; a limit edited to another window, limit
@@ -135,7 +165,11 @@ type limitState struct {
 	key     *limitKey
 	counter counterState
 	expires int64
-	log     logRing
+	// scope is the Request.Key of a PerKey limit's state, "" for state
+	// shared by the whole subject; after the counter, which every decision
+	// reads, so the counter keeps its place beside the key.
+	scope string
+	log   logRing
 }
 
 // limitKey tells limit states apart: the limit's name and the figures that
@@ -181,6 +215,10 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	if err != nil {
 		panic(err)
 	}
+	em, err := newEvictionMetrics(opts.Registerer)
+	if err != nil {
+		panic(err)
+	}
 	s := &MemoryStore{
 		now:        opts.Now,
 		seed:       maphash.MakeSeed(),
@@ -188,7 +226,13 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		sweepEvery: opts.SweepInterval.Microseconds(),
 		usage:      !opts.DisableUsage,
 		metrics:    m,
+		evictions:  em,
 	}
+	most := opts.MaxSubjects
+	if most <= 0 {
+		most = DefaultMaxSubjects
+	}
+	s.shardMax = int64((most + len(s.shards) - 1) / len(s.shards))
 	s.wall.anchor()
 	if s.sweepEvery <= 0 {
 		s.sweepEvery = time.Minute.Microseconds()
@@ -260,7 +304,7 @@ func (sh *memShard) get(h uint64, subject string) *subjectState {
 // first sweeping the shard if it has doubled since the last sweep
 // (amortised O(1) per insert), and growing the table past three quarters
 // full.
-func (sh *memShard) add(h uint64, subject string, now, every int64) *subjectState {
+func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *evictionMetrics) *subjectState {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sub := sh.get(h, subject); sub != nil {
@@ -268,6 +312,9 @@ func (sh *memShard) add(h uint64, subject string, now, every int64) *subjectStat
 	}
 	if sh.live.Load() >= sh.sweepLen {
 		sh.sweep(now, every)
+	}
+	if sh.live.Load() >= most {
+		sh.evict(now, most, em)
 	}
 	t := sh.table.Load()
 	if 4*(sh.used+1) > 3*len(t.slots) {
@@ -377,13 +424,16 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 			if err := validateSubject(req.Subject); err != nil {
 				return err
 			}
+			if strings.ContainsAny(req.Key, "{}") {
+				return fmt.Errorf("%w: key %q contains a brace", ErrInvalidRequest, req.Key)
+			}
 			if !consume || (!s.usage && !admitsFresh(ps, now)) {
 				// Nothing to read, and nothing to write: a peek, or a
 				// request that even fresh state rejects (its cost exceeds a
 				// limit), which with usage off records nothing.
 				break
 			}
-			sub = sh.add(h, req.Subject, now, s.sweepEvery)
+			sub = sh.add(h, req.Subject, now, s.sweepEvery, s.shardMax, s.evictions)
 		}
 		sub.mu.Lock()
 		if !sub.dead {
@@ -407,14 +457,14 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		if keys != nil {
 			key = &keys[i]
 		}
-		st := sub.find(key, req.Limits[i].Name, p)
+		st := sub.find(key, req.Limits[i].Name, p, scopeOf(&req, i))
 		states[i] = st
 		evaluate(st, p, now, consume, &next[i], &outs[i])
 		allowed = allowed && outs[i].allowed
 	}
 	if consume {
 		if allowed {
-			sub.commit(req.Limits, ps, keys, states, next, now)
+			sub.commit(&req, ps, keys, states, next, now)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
@@ -430,6 +480,11 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		}
 		if sub != nil {
 			sub.last = max(sub.last, now)
+			for i := range ps {
+				if !outs[i].allowed || outs[i].remaining <= 0 {
+					sub.guard = max(sub.guard, now+outs[i].reset)
+				}
+			}
 		}
 	}
 	if sub != nil {
@@ -484,7 +539,7 @@ func admitsFresh(ps []params, now int64) bool {
 // limit state that no longer matters (a limit renamed or removed from the
 // plan) before adding any, so a subject holds no more states than it has
 // live limits.
-func (sub *subjectState) commit(limits []Limit, ps []params, keys []limitKey, states []*limitState, next []counterState, now int64) {
+func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, states []*limitState, next []counterState, now int64) {
 	fresh := false
 	for i := range ps {
 		st := states[i]
@@ -495,7 +550,7 @@ func (sub *subjectState) commit(limits []Limit, ps []params, keys []limitKey, st
 		st.consume(&ps[i], &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
 	}
-	if !fresh && len(sub.limits) == len(ps) {
+	if !fresh {
 		return
 	}
 	// Appending below may move the states, so the pointers in states are
@@ -510,13 +565,22 @@ func (sub *subjectState) commit(limits []Limit, ps []params, keys []limitKey, st
 		if keys != nil {
 			key = &keys[i]
 		} else {
-			key = new(newLimitKey(&limits[i], p))
+			key = new(newLimitKey(&req.Limits[i], p))
 		}
-		sub.limits = append(sub.limits, limitState{key: key})
+		sub.limits = append(sub.limits, limitState{key: key, scope: scopeOf(req, i)})
 		st := &sub.limits[len(sub.limits)-1]
 		st.consume(p, &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
 	}
+}
+
+// scopeOf is the scope of req's layer i: its Key for a PerKey limit, else
+// the whole subject.
+func scopeOf(req *Request, i int) string {
+	if req.Limits[i].PerKey {
+		return req.Key
+	}
+	return ""
 }
 
 // consume writes an admitted layer's new state.
@@ -571,19 +635,25 @@ func evaluate(st *limitState, p *params, now int64, commit bool, next *counterSt
 	}
 }
 
-// find returns the state of the limit named name with params p, or nil; key
-// is the limit's key in a cached limit set, or nil. A state found by value
-// takes key, so that the next search compares pointers only.
-func (sub *subjectState) find(key *limitKey, name string, p *params) *limitState {
+// find returns the state of the limit named name with params p in scope,
+// or nil; key is the limit's key in a cached limit set, or nil. A state found
+// by value takes key, so that the next search compares pointers only.
+func (sub *subjectState) find(key *limitKey, name string, p *params, scope string) *limitState {
 	if sub == nil {
 		return nil
 	}
 	for i := range sub.limits {
 		st := &sub.limits[i]
+		// Most states are the subject's own (scope ""): a length test
+		// settles them without a string comparison.
+		inScope := len(st.scope) == len(scope) && (len(scope) == 0 || st.scope == scope)
 		if st.key == key {
-			return st
+			if inScope {
+				return st
+			}
+			continue
 		}
-		if st.key.matches(name, p) {
+		if inScope && st.key.matches(name, p) {
 			if key != nil {
 				st.key = key
 			}
@@ -740,7 +810,7 @@ func (c *limitSetCache) compile(limits []Limit, buf []params) (ps []params, keys
 // which the store does not read. Strings are compared by address first, as
 // a snapshot's limits share them.
 func sameLimit(a, b *Limit) bool {
-	return a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Cost == b.Cost &&
+	return a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Cost == b.Cost && a.PerKey == b.PerKey &&
 		sameString(a.Name, b.Name) && sameString(string(a.Algorithm), string(b.Algorithm)) &&
 		sameString(string(a.Mode), string(b.Mode))
 }

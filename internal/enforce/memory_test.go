@@ -407,7 +407,7 @@ func TestMemoryShardTable(t *testing.T) {
 	// probe past each other and past the tombstones of swept ones.
 	sh := &memShard{sweepLen: minSweepLen}
 	sh.table.Store(newSubjectTable(minTableSlots))
-	add := func(h uint64, subject string) *subjectState { return sh.add(h, subject, 0, 1000) }
+	add := func(h uint64, subject string) *subjectState { return sh.add(h, subject, 0, 1000, 1<<40, nil) }
 	a, b, c := add(7, "key:a"), add(7, "key:b"), add(7, "key:c")
 	other := add(8, "key:d")
 	if again := add(7, "key:b"); again != b {

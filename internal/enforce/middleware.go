@@ -187,7 +187,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		before = m.now()
 	}
 	start := time.Since(m.epoch)
-	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Route: route, Limits: limits}, st)
+	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits}, st)
 	m.metrics.observe(route, time.Since(m.epoch)-start)
 	if err != nil {
 		m.storeFailed(w, r, next, st, route, err)

@@ -57,7 +57,7 @@ func (m *Middleware) StatusHandler() http.Handler {
 		if !m.stamped {
 			before = m.now()
 		}
-		d, err := m.store.Peek(r.Context(), Request{Subject: caller.Subject, Route: r.Pattern, Limits: caller.Limits})
+		d, err := m.store.Peek(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: r.Pattern, Limits: caller.Limits})
 		if err != nil {
 			m.log.WarnContext(r.Context(), "rate-limit status peek failed", "err", err)
 			w.Header().Set("Retry-After", "1")

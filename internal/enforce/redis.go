@@ -48,6 +48,20 @@ type RedisOptions struct {
 	// (default one second): the most other instances' dashboards lag and a
 	// crash loses.
 	UsageFlush time.Duration
+	// UsageTopSubjects bounds the usage series this store writes per bucket
+	// for callers without a Request.Key (anonymous addresses, sign-in
+	// throttles): the first that many seen in a bucket, biggest first
+	// within a flush, get a series of their own, and the rest are added to
+	// one row per route under UsageOthers, so a flood of new callers costs
+	// a bounded number of Redis keys (default DefaultUsageTopSubjects).
+	// Keyed callers (developers) always get their own series: they are
+	// accounts, bounded by sign-up rather than by addresses.
+	UsageTopSubjects int
+	// UsageClient, when set, is the client the usage series are written
+	// and read with, instead of the decisions' client: the portal passes
+	// the dashboards' own, so neither the flushes nor the dashboards'
+	// reads take the request path's connections.
+	UsageClient redis.UniversalClient
 	// MaxBatch caps the decisions sent in one batch, one script call on a
 	// single Redis (default 128).
 	MaxBatch int
@@ -95,22 +109,28 @@ type RedisOptions struct {
 // with one HMGET and writes them with one HSET whatever the layer count. A
 // field is named <limit name>:<algorithm code>:<window µs>:<limit>[:<burst>]
 // (the burst for the buckets only), so editing a limit's figures starts
-// fresh state; the hash's TTL runs a window past its latest state's expiry.
+// fresh state; a PerKey limit's field is prefixed with the request's key,
+// <key>|<field>, in the same hash; the hash's TTL runs a window past its latest state's expiry.
 // A sliding log is the sorted set <prefix>{<subject>}:<field> and its
-// metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>.
+// metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>,
+// for at most UsageTopSubjects unkeyed subjects a bucket (the rest are
+// added up under UsageOthers).
 // One subject's keys share a Redis Cluster slot; every key is written with a
 // TTL.
 //
 // Call Close when done to stop the pipeline workers.
 type RedisStore struct {
-	client   redis.UniversalClient
-	sha      string
-	prefix   string
-	timeout  time.Duration
-	testNow  func() time.Time
-	clock    func() time.Time
-	usage    bool
-	maxBatch int
+	client redis.UniversalClient
+	// usageClient writes and reads the usage series (RedisOptions.UsageClient,
+	// else client).
+	usageClient redis.UniversalClient
+	sha         string
+	prefix      string
+	timeout     time.Duration
+	testNow     func() time.Time
+	clock       func() time.Time
+	usage       bool
+	maxBatch    int
 	// onePerScript sends each subject's requests in a script call of their
 	// own, for clients whose keys live on several nodes.
 	onePerScript bool
@@ -125,10 +145,17 @@ type RedisStore struct {
 	args       atomic.Pointer[map[Limit]*limitArgs] // copied on write: reads take no lock
 	tally      usageTally
 	usageFlush time.Duration
-	queue      chan *redisCall
-	stop       chan struct{}
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
+	usageTop   int
+	// flushMu serialises flushes (the ticker's and Usage's), which share
+	// written.
+	flushMu sync.Mutex
+	// written holds, per bucket, the unkeyed subjects given a series of
+	// their own so far; a bucket is dropped once out of retention.
+	written   map[int64]map[string]struct{}
+	queue     chan *redisCall
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // redisCall is one decision waiting for its pipeline. Calls are pooled:
@@ -205,6 +232,14 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice:"
+	}
+	s.usageClient = opts.UsageClient
+	if s.usageClient == nil {
+		s.usageClient = client
+	}
+	s.usageTop = opts.UsageTopSubjects
+	if s.usageTop <= 0 {
+		s.usageTop = DefaultUsageTopSubjects
 	}
 	s.usageFlush = opts.UsageFlush
 	if s.usageFlush <= 0 {
@@ -321,10 +356,10 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 	var negKey string
 	clock := s.clock()
 	if consume && s.negative != nil {
-		negKey = req.Subject + "\x00" + req.Route
+		negKey = req.Subject + "\x00" + req.Key + "\x00" + req.Route
 		if d, ok := s.negative.get(negKey, req.Limits, clock); ok {
 			if s.usage {
-				s.tally.add(req.Subject, req.Route, usageBucketStart(clock.Unix()), false)
+				s.tally.add(req.Subject, req.Route, usageBucketStart(clock.Unix()), false, req.Key != "")
 			}
 			s.metrics.count(false)
 			return d, nil
@@ -356,7 +391,7 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
 	}
 	if consume && s.usage {
-		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed)
+		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed, req.Key != "")
 	}
 	s.putCall(call)
 	if negKey != "" && !d.Allowed {
@@ -464,6 +499,9 @@ func (s *RedisStore) prepare(req Request, consume bool, clock time.Time) (*redis
 			s.putCall(call)
 			return nil, err
 		}
+		if req.Limits[i].PerKey && req.Key != "" {
+			la = la.scoped(req.Key)
+		}
 		if la.kind == kindSlidingLog {
 			k := tag + ":" + la.field
 			keys = append(keys, k, k+":m")
@@ -481,6 +519,16 @@ type limitArgs struct {
 	kind  algKind
 	field string
 	args  [6]any
+}
+
+// scoped returns la for the state of one key inside the subject: the same
+// figures under the field <key>|<field>, beside the subject's shared
+// fields in the same hash, so one script call still decides both.
+func (la *limitArgs) scoped(key string) *limitArgs {
+	field := key + "|" + la.field
+	out := &limitArgs{kind: la.kind, field: field, args: la.args}
+	out.args[0] = field
+	return out
 }
 
 // maxCachedLimits bounds the store's cache of limitArgs; past it (a plan
@@ -732,7 +780,13 @@ func (w *batcher) coalesce(batch []*redisCall) []*redisCall {
 }
 
 func sameCall(a, b *redisCall) bool {
-	return a.now == b.now && a.mode == b.mode && slices.Equal(a.keys, b.keys) && slices.Equal(a.limits, b.limits)
+	return a.now == b.now && a.mode == b.mode && slices.Equal(a.keys, b.keys) && slices.EqualFunc(a.limits, b.limits, sameArgs)
+}
+
+// sameArgs reports whether two limits' arguments are the same: the same
+// cached pointer, or a key's scoped copies of one limit, built per decision.
+func sameArgs(a, b *limitArgs) bool {
+	return a == b || (a.field == b.field && a.args == b.args)
 }
 
 // group splits leaders into script calls: one for the lot when the client
@@ -987,11 +1041,14 @@ func (s *RedisStore) flushEvery() {
 // pipeline, setting each hash's TTL; on failure the counts are kept for the
 // next flush (up to maxPendingUsage).
 func (s *RedisStore) flushUsage(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	counts := s.tally.take()
 	if len(counts) == 0 {
 		return nil
 	}
-	pipe := s.client.Pipeline()
+	s.written = foldOthers(counts, s.written, s.usageTop, usageBucketStart(s.clock().Unix()))
+	pipe := s.usageClient.Pipeline()
 	ttl := UsageRetention
 	expired := make(map[string]bool, len(counts))
 	for k, c := range counts {
@@ -1034,7 +1091,7 @@ func (s *RedisStore) Usage(ctx context.Context, subjects []string, since time.Ti
 		cmd     *redis.MapStringStringCmd
 	}
 	var reads []read
-	pipe := s.client.Pipeline()
+	pipe := s.usageClient.Pipeline()
 	for _, subject := range subjects {
 		if err := validateRequest(Request{Subject: subject, Limits: []Limit{{}}}); err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/policy"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/snapshot"
@@ -162,6 +163,7 @@ type Snapshots interface {
 	Version() uint64
 	Current() *snapshot.Snapshot
 	Changed() <-chan struct{}
+	AnonPrefixes() enforce.AddressPrefixes
 }
 
 // SnapshotPolicy adapts the snapshot holder to PolicySource.
@@ -170,5 +172,8 @@ func SnapshotPolicy(h Snapshots) PolicySource { return snapshotPolicy{h} }
 type snapshotPolicy struct{ Snapshots }
 
 func (s snapshotPolicy) Policy(version uint64) policy.Document {
-	return s.Current().Policy(version)
+	d := s.Current().Policy(version)
+	p := s.AnonPrefixes()
+	d.AnonIPv4Prefix, d.AnonIPv6Prefix = p.IPv4, p.IPv6
+	return d
 }

@@ -111,6 +111,9 @@ func (l Limit) Enforce(planSlug string) enforce.Limit {
 		Cost:      l.Cost,
 		Mode:      l.Mode,
 		Route:     l.Route,
+		// A plan-wide limit binds the developer, all keys together; an
+		// endpoint tier counts per key.
+		PerKey: l.Route != "",
 	}
 }
 
@@ -186,8 +189,12 @@ func (in LimitInput) normalized() LimitInput {
 
 // Enforce converts a (valid) input, such as a key's override, into the
 // engine's limit named "<planSlug>-<name>".
+//
+// An input is a key's own override, so its state counts per key (PerKey).
 func (in LimitInput) Enforce(planSlug string) enforce.Limit {
-	return in.limit(0, 0).Enforce(planSlug)
+	l := in.limit(0, 0).Enforce(planSlug)
+	l.PerKey = true
+	return l
 }
 
 // limit is the tier the input describes, with defaults filled.

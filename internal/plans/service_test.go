@@ -418,12 +418,19 @@ func TestLimitEnforce(t *testing.T) {
 		Window: time.Minute, Burst: 20, Cost: 2, Mode: enforce.ModeDegrade}
 	got := l.Enforce("pro")
 	want := enforce.Limit{Name: "pro-search", Algorithm: enforce.TokenBucket, Limit: 10, Window: time.Minute,
-		Burst: 20, Cost: 2, Mode: enforce.ModeDegrade, Route: "GET /api/search"}
+		Burst: 20, Cost: 2, Mode: enforce.ModeDegrade, Route: "GET /api/search", PerKey: true}
 	if got != want {
-		t.Fatalf("Enforce = %+v, want %+v", got, want)
+		t.Fatalf("Enforce = %+v, want %+v (an endpoint tier counts per key)", got, want)
 	}
 	if in := l.Input().Enforce("pro"); in != want {
 		t.Fatalf("Input().Enforce = %+v, want %+v", in, want)
+	}
+	l.Route = ""
+	if got := l.Enforce("pro"); got.PerKey {
+		t.Fatalf("plan-wide Enforce = %+v, want PerKey false: the developer's keys share it", got)
+	}
+	if got := l.Input().Enforce("pro"); !got.PerKey {
+		t.Fatalf("plan-wide override Enforce = %+v, want PerKey true: a key's own override counts for it alone", got)
 	}
 }
 
@@ -497,8 +504,8 @@ func TestApplyOverrides(t *testing.T) {
 		})
 		want := []enforce.Limit{
 			{Name: "pro-global", Algorithm: enforce.FixedWindow, Limit: 100, Window: time.Hour, Cost: 1, Mode: enforce.ModeReject},
-			{Name: "pro-search", Route: "GET /api/search", Algorithm: enforce.TokenBucket, Limit: 50, Window: time.Minute, Burst: 60, Cost: 1, Mode: enforce.ModeReject},
-			{Name: "pro-items", Route: "GET /api/items/{id}", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Second, Cost: 1, Mode: enforce.ModeReject},
+			{Name: "pro-search", Route: "GET /api/search", Algorithm: enforce.TokenBucket, Limit: 50, Window: time.Minute, Burst: 60, Cost: 1, Mode: enforce.ModeReject, PerKey: true},
+			{Name: "pro-items", Route: "GET /api/items/{id}", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Second, Cost: 1, Mode: enforce.ModeReject, PerKey: true},
 		}
 		if len(got) != len(want) {
 			t.Fatalf("got %+v", got)

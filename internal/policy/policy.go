@@ -28,6 +28,12 @@ type Document struct {
 	// Plans holds each plan's limits by slug.
 	Plans map[string][]Limit `json:"plans"`
 	Keys  []Key              `json:"keys"`
+	// AnonIPv4Prefix and AnonIPv6Prefix are the address blocks anonymous
+	// callers are limited by (enforce.AddressPrefixes; 0 means its
+	// defaults), so a program enforcing outside the portal counts an
+	// anonymous caller under the same subject as the portal does.
+	AnonIPv4Prefix int `json:"anon_ipv4_prefix,omitempty"`
+	AnonIPv6Prefix int `json:"anon_ipv6_prefix,omitempty"`
 }
 
 // Key is one usable secret of an API key.
@@ -54,6 +60,9 @@ type Limit struct {
 	Cost      int64  `json:"cost,omitempty"`
 	Mode      string `json:"mode,omitempty"`
 	Route     string `json:"route,omitempty"`
+	// PerKey keeps the limit's state per API key rather than per developer
+	// (enforce.Limit.PerKey).
+	PerKey bool `json:"per_key,omitempty"`
 }
 
 // FromEngine converts engine limits for the wire.
@@ -61,7 +70,7 @@ func FromEngine(ls []enforce.Limit) []Limit {
 	out := make([]Limit, len(ls))
 	for i, l := range ls {
 		out[i] = Limit{Name: l.Name, Algorithm: string(l.Algorithm), Limit: l.Limit, WindowMS: l.Window.Milliseconds(),
-			Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode), Route: l.Route}
+			Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode), Route: l.Route, PerKey: l.PerKey}
 	}
 	return out
 }
@@ -71,7 +80,7 @@ func toEngine(ls []Limit) ([]enforce.Limit, error) {
 	for i, l := range ls {
 		e := enforce.Limit{Name: l.Name, Algorithm: enforce.Algorithm(l.Algorithm), Limit: l.Limit,
 			Window: time.Duration(l.WindowMS) * time.Millisecond, Burst: l.Burst, Cost: l.Cost,
-			Mode: enforce.Mode(l.Mode), Route: l.Route}
+			Mode: enforce.Mode(l.Mode), Route: l.Route, PerKey: l.PerKey}
 		if !e.Algorithm.Valid() || e.Limit < 1 || e.Window <= 0 || (e.Mode != "" && !e.Mode.Valid()) {
 			return nil, fmt.Errorf("limit %q is not valid", l.Name)
 		}
@@ -100,6 +109,7 @@ type compiled struct {
 	keys      map[[32]byte]entry
 	anonPlan  string
 	anonLimit []enforce.Limit
+	anonBlock enforce.AddressPrefixes
 }
 
 // Resolver is an enforce.Resolver over the last installed Document. It is
@@ -121,7 +131,11 @@ func NewResolver(now func() time.Time) *Resolver {
 // Install checks d and makes it current. Keys of one plan share one limits
 // slice, as in the portal's snapshot, so the middleware's caches hold.
 func (r *Resolver) Install(d Document) error {
-	c := &compiled{version: d.Version, keys: make(map[[32]byte]entry, len(d.Keys)), anonPlan: d.AnonymousPlan}
+	c := &compiled{version: d.Version, keys: make(map[[32]byte]entry, len(d.Keys)), anonPlan: d.AnonymousPlan,
+		anonBlock: enforce.AddressPrefixes{IPv4: d.AnonIPv4Prefix, IPv6: d.AnonIPv6Prefix}}
+	if err := c.anonBlock.Validate(); err != nil {
+		return fmt.Errorf("anonymous address blocks: %w", err)
+	}
 	plans := make(map[string][]enforce.Limit, len(d.Plans))
 	for slug, ls := range d.Plans {
 		e, err := toEngine(ls)
@@ -136,8 +150,10 @@ func (r *Resolver) Install(d Document) error {
 		if err != nil || len(raw) != 32 {
 			return fmt.Errorf("key %d: hash is not 32 hex bytes", k.KeyID)
 		}
-		caller := enforce.Caller{Subject: "key:" + fmt.Sprint(k.KeyID), KeyID: k.KeyID, UserID: k.UserID, Plan: k.Plan,
-			Limits: plans[k.Plan]}
+		// As in the portal's snapshot: a developer's keys share the plan-wide
+		// limits (the developer's subject), per-key layers count under Key.
+		caller := enforce.Caller{Subject: enforce.DeveloperSubject(k.UserID), Key: enforce.KeyScope(k.KeyID),
+			KeyID: k.KeyID, UserID: k.UserID, Plan: k.Plan, Limits: plans[k.Plan]}
 		if k.Limits != nil {
 			if caller.Limits, err = toEngine(k.Limits); err != nil {
 				return fmt.Errorf("key %d: %w", k.KeyID, err)
@@ -188,10 +204,15 @@ func (r *Resolver) ResolveKey(secret string) (enforce.Caller, error) {
 }
 
 // Anonymous returns the caller for a request without a key, as the
-// portal's snapshot does: subject "ip:<addr>" under the anonymous plan.
+// portal's snapshot does: the subject of ip's address block under the
+// anonymous plan.
 func (r *Resolver) Anonymous(ip netip.Addr) enforce.Caller {
-	caller := enforce.Caller{Subject: "ip:" + ip.String()}
-	if c := r.current.Load(); c != nil && c.anonPlan != "" {
+	c := r.current.Load()
+	if c == nil {
+		return enforce.Caller{Subject: enforce.AddressPrefixes{}.Subject(ip)}
+	}
+	caller := enforce.Caller{Subject: c.anonBlock.Subject(ip)}
+	if c.anonPlan != "" {
 		caller.Plan = c.anonPlan
 		caller.Limits = c.anonLimit
 	}

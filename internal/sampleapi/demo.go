@@ -93,12 +93,5 @@ func (d *DemoResolver) Anonymous(ip netip.Addr) enforce.Caller {
 // AnonymousSubject names the counters of an anonymous client: "ip:<v4>" or
 // "ip:<v6 /64 prefix>", and "ip:unknown" for an invalid address.
 func AnonymousSubject(ip netip.Addr) string {
-	switch {
-	case !ip.IsValid():
-		return "ip:unknown"
-	case ip.Is4():
-		return "ip:" + ip.String()
-	}
-	p, _ := ip.Prefix(64)
-	return "ip:" + p.String()
+	return enforce.AddressPrefixes{}.Subject(ip)
 }

@@ -31,7 +31,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sluicehq/sluice/internal/enforce"
 )
 
 // Policy is how many failures are tolerated. The zero value is not usable;
@@ -50,6 +52,10 @@ type Policy struct {
 	AccountFreeFailures int
 	// AccountMaxDelay caps the spacing between attempts on one account.
 	AccountMaxDelay time.Duration
+	// Blocks are the address blocks one client is counted as, the same as
+	// for anonymous API callers (PORTAL_ANON_IPV4_PREFIX and
+	// PORTAL_ANON_IPV6_PREFIX; the zero value: an IPv4 address, an IPv6 /64).
+	Blocks enforce.AddressPrefixes
 }
 
 // DefaultPolicy is what the portal uses unless configured otherwise.
@@ -112,30 +118,25 @@ func New(db DBTX, policy Policy, now func() time.Time) *Throttle {
 	return &Throttle{db: db, policy: policy, now: now}
 }
 
-// AddressKey is the part of addr that names one client: an IPv4 address, or
-// the /64 of an IPv6 address (one subscriber usually holds a whole /64, so
-// counting single IPv6 addresses would hand a guesser billions of budgets).
-// This mirrors how anonymous API callers are keyed.
-func AddressKey(addr netip.Addr) string {
-	addr = addr.Unmap()
-	if addr.Is6() {
-		p, _ := addr.Prefix(64)
-		return p.String()
-	}
-	return addr.String()
+// AddressKey names the client addr is counted as: its address block under
+// blocks (an IPv4 address, the /64 of an IPv6 address by default: one
+// subscriber usually holds a whole /64, so counting single IPv6 addresses
+// would hand a guesser billions of budgets), as anonymous API callers are.
+func AddressKey(addr netip.Addr, blocks enforce.AddressPrefixes) string {
+	return blocks.Subject(addr)
 }
 
 type subjects struct{ address, pair, account []byte }
 
 // subjectsOf names the three counters. Hashes keep emails and addresses out
 // of the table; the email is compared case-insensitively, as sign-in does.
-func subjectsOf(email string, addr netip.Addr) subjects {
+func (t *Throttle) subjectsOf(email string, addr netip.Addr) subjects {
 	h := func(parts ...string) []byte {
 		sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 		return sum[:]
 	}
 	acct := strings.ToLower(strings.TrimSpace(email))
-	a := AddressKey(addr)
+	a := AddressKey(addr, t.policy.Blocks)
 	return subjects{address: h("address", a), pair: h("pair", acct, a), account: h("account", acct)}
 }
 
@@ -146,7 +147,7 @@ WHERE (scope, subject) IN (('address', $1::bytea), ('pair', $2::bytea), ('accoun
 // Wait returns how long an attempt to sign in to email from addr would have
 // to wait (0: none). It counts nothing.
 func (t *Throttle) Wait(ctx context.Context, email string, addr netip.Addr) (time.Duration, error) {
-	return t.wait(ctx, t.db, subjectsOf(email, addr))
+	return t.wait(ctx, t.db, t.subjectsOf(email, addr))
 }
 
 // lockSubject serialises attempts on one subject until the transaction
@@ -159,7 +160,7 @@ const lockSubject = `SELECT pg_advisory_xact_lock($1)`
 // the attempt as a failure at once; call Succeeded if the password was
 // right.
 func (t *Throttle) Attempt(ctx context.Context, email string, addr netip.Addr) (time.Duration, error) {
-	s := subjectsOf(email, addr)
+	s := t.subjectsOf(email, addr)
 	var wait time.Duration
 	err := pgx.BeginFunc(ctx, t.db, func(tx pgx.Tx) error {
 		for _, subject := range [][]byte{s.address, s.account} {
@@ -302,7 +303,7 @@ WHERE (scope, subject) IN (('pair', $1::bytea), ('account', $2::bytea))`
 // password: the account's and the pair's failures are cleared and the
 // attempt is taken off the address's count.
 func (t *Throttle) Succeeded(ctx context.Context, email string, addr netip.Addr) error {
-	s := subjectsOf(email, addr)
+	s := t.subjectsOf(email, addr)
 	b := &pgx.Batch{}
 	b.Queue(clearFailures, s.pair, s.account)
 	b.Queue(dropLastAddressFailure, s.address)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -130,7 +131,7 @@ func TestIPv6CountedPerSlash64(t *testing.T) {
 	if w := wait(t, th, "op@example.com", "2001:db8:0:1::1"); w != 0 {
 		t.Errorf("another /64: wait %v, want 0", w)
 	}
-	if got := signin.AddressKey(addr("::ffff:192.0.2.1")); got != "192.0.2.1" {
+	if got := signin.AddressKey(addr("::ffff:192.0.2.1"), enforce.AddressPrefixes{}); got != "ip:192.0.2.1" {
 		t.Errorf("AddressKey of a mapped IPv4 = %q", got)
 	}
 }

@@ -37,6 +37,9 @@ type Options struct {
 	// Now is the clock used to judge key and secret expiry (default
 	// time.Now); tests inject their own.
 	Now func() time.Time
+	// AnonPrefixes are the address blocks anonymous callers are limited by
+	// (the zero value: each IPv4 address, each IPv6 /64).
+	AnonPrefixes enforce.AddressPrefixes
 }
 
 // Holder keeps the current Snapshot and rebuilds it when Postgres announces a
@@ -278,11 +281,15 @@ func (h *Holder) ResolveKey(secret string) (enforce.Caller, error) {
 	return e.caller, nil
 }
 
+// AnonPrefixes is the address blocks anonymous callers are limited by
+// (Options.AnonPrefixes), for programs that must name them alike.
+func (h *Holder) AnonPrefixes() enforce.AddressPrefixes { return h.opts.AnonPrefixes }
+
 // Anonymous returns the caller for a request without a key: subject
-// "ip:<addr>" under the anonymous plan's limits (none if no plan is marked
+// "ip:<addr>" or "ip:<block>" (Options.AnonPrefixes) under the anonymous plan's limits (none if no plan is marked
 // anonymous, or before the first load).
 func (h *Holder) Anonymous(ip netip.Addr) enforce.Caller {
-	c := enforce.Caller{Subject: "ip:" + ip.String()}
+	c := enforce.Caller{Subject: h.opts.AnonPrefixes.Subject(ip)}
 	if snap := h.current.Load(); snap != nil && snap.anonymous != nil {
 		c.Plan = snap.anonymous.Slug
 		c.Limits = snap.anonymousLimits

@@ -10,7 +10,6 @@ package snapshot
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -176,10 +175,11 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 
 // keyCaller works out the limits of a key: its own plan, else its owner's,
 // else the default plan, with the key's overrides replacing same-named
-// limits (and adding the others). Keys without overrides share their
-// plan's slice.
+// limits (and adding the others). The subject is the key's developer, so
+// all their keys share the plan-wide limits; tiers and the key's overrides
+// count per key (PerKey). Keys without overrides share their plan's slice.
 func (s *Snapshot) keyCaller(r secretRow, planLimits map[int64][]enforce.Limit) enforce.Caller {
-	c := enforce.Caller{Subject: "key:" + strconv.FormatInt(r.ID, 10), KeyID: r.ID, UserID: r.UserID}
+	c := enforce.Caller{Subject: enforce.DeveloperSubject(r.UserID), Key: enforce.KeyScope(r.ID), KeyID: r.ID, UserID: r.UserID}
 	var plan *plans.Plan
 	switch {
 	case r.PlanID != nil:

@@ -186,10 +186,10 @@ func TestResolveKey(t *testing.T) {
 		limits  []string
 		subject string
 	}{
-		{"DefaultPlanForDeveloperWithoutOne", defaultSecret, defaultKey.ID, f.dev, "free", []string{"free-global", "free-search"}, "key:" + itoa(defaultKey.ID)},
-		{"OwnersPlan", ownerSecret, ownerKey.ID, proDev, "pro", []string{"pro-global"}, "key:" + itoa(ownerKey.ID)},
-		{"KeysOwnPlanBeatsOwners", ownSecret, ownKey.ID, proDev, "free", []string{"free-global", "free-search"}, "key:" + itoa(ownKey.ID)},
-		{"OverridesReplaceAndAdd", overSecret, overKey.ID, f.dev, "free", []string{"free-global", "free-search", "free-items"}, "key:" + itoa(overKey.ID)},
+		{"DefaultPlanForDeveloperWithoutOne", defaultSecret, defaultKey.ID, f.dev, "free", []string{"free-global", "free-search"}, "dev:" + itoa(f.dev)},
+		{"OwnersPlan", ownerSecret, ownerKey.ID, proDev, "pro", []string{"pro-global"}, "dev:" + itoa(proDev)},
+		{"KeysOwnPlanBeatsOwners", ownSecret, ownKey.ID, proDev, "free", []string{"free-global", "free-search"}, "dev:" + itoa(proDev)},
+		{"OverridesReplaceAndAdd", overSecret, overKey.ID, f.dev, "free", []string{"free-global", "free-search", "free-items"}, "dev:" + itoa(f.dev)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +197,7 @@ func TestResolveKey(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ResolveKey: %v", err)
 			}
-			if c.Subject != tt.subject || c.KeyID != tt.keyID || c.UserID != tt.userID || c.Plan != tt.plan ||
+			if c.Subject != tt.subject || c.Key != "key:"+itoa(tt.keyID) || c.KeyID != tt.keyID || c.UserID != tt.userID || c.Plan != tt.plan ||
 				!slices.Equal(limitNames(c.Limits), tt.limits) {
 				t.Fatalf("caller = %+v, want subject %s key %d user %d plan %s limits %v",
 					c, tt.subject, tt.keyID, tt.userID, tt.plan, tt.limits)
@@ -207,7 +207,7 @@ func TestResolveKey(t *testing.T) {
 	t.Run("OverrideValues", func(t *testing.T) {
 		c, _ := h.ResolveKey(overSecret)
 		want := enforce.Limit{Name: "free-search", Algorithm: enforce.FixedWindow, Limit: 50, Window: time.Minute,
-			Cost: 1, Mode: enforce.ModeReject, Route: "GET /api/search"}
+			Cost: 1, Mode: enforce.ModeReject, Route: "GET /api/search", PerKey: true}
 		if c.Limits[1] != want {
 			t.Fatalf("overridden limit = %+v, want %+v", c.Limits[1], want)
 		}
@@ -445,7 +445,7 @@ func TestNotLoaded(t *testing.T) {
 	if _, err := h.ResolveKey("sk_live_typo"); !errors.Is(err, enforce.ErrInvalidKey) {
 		t.Fatalf("ResolveKey(malformed) before load = %v, want ErrInvalidKey", err)
 	}
-	if c := h.Anonymous(netip.MustParseAddr("::1")); c.Subject != "ip:::1" || c.Limits != nil || c.Plan != "" {
+	if c := h.Anonymous(netip.MustParseAddr("::1")); c.Subject != "ip:::/64" || c.Limits != nil || c.Plan != "" {
 		t.Fatalf("Anonymous before load = %+v", c)
 	}
 	select {

@@ -193,6 +193,12 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Type: typeInUse, Title: "Plan in use", Status: http.StatusConflict,
 			Detail: "The plan is assigned to live API keys or developers, or is the default or anonymous plan; move them to another plan first.",
 		})
+	case errors.Is(err, apikeys.ErrTooManyKeys):
+		writeProblem(w, r, Problem{
+			Type: typeConflict, Title: "Too many keys", Status: http.StatusConflict,
+			Detail: "The developer already holds the most active API keys allowed (PORTAL_KEYS_PER_DEVELOPER); revoke one first.",
+			Errors: []FieldError{{Field: "user_id", Message: "holds the most active API keys allowed"}},
+		})
 	case errors.Is(err, apikeys.ErrRevoked):
 		writeProblem(w, r, Problem{
 			Type: typeConflict, Title: "Key revoked", Status: http.StatusConflict,

@@ -189,7 +189,7 @@ func TestKeyLifeThroughTheAPI(t *testing.T) {
 			t.Fatalf("usage: %d %s", res.status, res.body)
 		}
 		res.decode(t, &u)
-		if u.KeyID != key.ID || u.Subject != "key:"+itoa(key.ID) || u.Plan != "gold" || u.State != "active" || len(u.Routes) != len(testRoutes) {
+		if u.KeyID != key.ID || u.Subject != "dev:"+itoa(key.UserID) || u.Key != "key:"+itoa(key.ID) || u.Plan != "gold" || u.State != "active" || len(u.Routes) != len(testRoutes) {
 			t.Fatalf("usage = %+v", u)
 		}
 		byRoute := map[string]routeUsage{}
@@ -443,4 +443,23 @@ func (downStore) Allow(context.Context, enforce.Request) (enforce.Decision, erro
 
 func (downStore) Peek(context.Context, enforce.Request) (enforce.Decision, error) {
 	return enforce.Decision{}, errors.Join(enforce.ErrStoreUnavailable, errors.New("dial tcp: refused"))
+}
+
+func TestCreateKeyOverTheCap(t *testing.T) {
+	e := newEnv(t)
+	e.keys.LimitKeysPerUser(1)
+	_, token := e.operator("op@example.com")
+	dev := e.user("dev@example.com", "developer", nil)
+	if res := e.do("POST", Prefix+"/keys", token, map[string]any{"user_id": dev.ID, "name": "only"}); res.status != http.StatusCreated {
+		t.Fatalf("first key: %d %s", res.status, res.body)
+	}
+	res := e.do("POST", Prefix+"/keys", token, map[string]any{"user_id": dev.ID, "name": "second"})
+	if res.status != http.StatusConflict || res.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("second key: %d %s %s, want a 409 problem", res.status, res.header.Get("Content-Type"), res.body)
+	}
+	var p Problem
+	res.decode(t, &p)
+	if p.Title != "Too many keys" || len(p.Errors) != 1 || p.Errors[0].Field != "user_id" || !strings.Contains(p.Detail, "PORTAL_KEYS_PER_DEVELOPER") {
+		t.Fatalf("problem = %+v, want the key cap named on user_id", p)
+	}
 }

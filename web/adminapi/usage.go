@@ -2,7 +2,6 @@ package adminapi
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
@@ -34,8 +33,12 @@ type routeUsage struct {
 }
 
 type keyUsage struct {
-	KeyID   int64        `json:"key_id"`
+	KeyID int64 `json:"key_id"`
+	// Subject is the developer's ("dev:<user id>"), shared by all their
+	// keys and their plan-wide limits; Key ("key:<id>") scopes the key's
+	// own tiers and overrides inside it.
 	Subject string       `json:"subject"`
+	Key     string       `json:"key"`
 	Plan    string       `json:"plan"`
 	State   string       `json:"state"`
 	Routes  []routeUsage `json:"routes"`
@@ -60,7 +63,7 @@ func (a *api) keyUsage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := keyUsage{
-		KeyID: k.ID, Subject: keySubject(k.ID), Plan: k.PlanSlug, State: k.State(a.now()),
+		KeyID: k.ID, Subject: enforce.DeveloperSubject(k.UserID), Key: enforce.KeyScope(k.ID), Plan: k.PlanSlug, State: k.State(a.now()),
 		Routes: []routeUsage{},
 	}
 	for _, route := range a.plans.Routes() {
@@ -72,7 +75,7 @@ func (a *api) keyUsage(w http.ResponseWriter, r *http.Request) {
 		}
 		ru := routeUsage{Route: route, Allowed: true, Limits: []layerUsage{}}
 		if len(applicable) > 0 {
-			d, err := a.store.Peek(r.Context(), enforce.Request{Subject: out.Subject, Route: route, Limits: applicable})
+			d, err := a.store.Peek(r.Context(), enforce.Request{Subject: out.Subject, Key: out.Key, Route: route, Limits: applicable})
 			if err != nil {
 				a.fail(w, r, err)
 				return
@@ -91,9 +94,6 @@ func (a *api) keyUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
-// keySubject names a key's counters as the snapshot's resolver does.
-func keySubject(id int64) string { return "key:" + strconv.FormatInt(id, 10) }
 
 // keyLimits are the engine limits that apply to k: the plan k.PlanSlug
 // names (the key's own, else its owner's, else the default) with the key's
