@@ -378,7 +378,7 @@ func TestUsageOverviewAndLiveView(t *testing.T) {
 				used = append(used, n)
 				inEvent = false
 				if len(used) == 1 {
-					if _, err := e.store.Allow(context.Background(), enforce.Request{Subject: fmt.Sprintf("key:%d", k.ID), Route: "GET /api/search", Limits: limits}); err != nil {
+					if _, err := e.store.Allow(context.Background(), enforce.Request{Subject: enforce.DeveloperSubject(cur.UserID), Key: enforce.KeyScope(k.ID), Route: "GET /api/search", Limits: limits}); err != nil {
 						t.Fatal(err)
 					}
 				}

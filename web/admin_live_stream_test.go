@@ -85,16 +85,34 @@ func TestLiveStreamEncodesCarriageReturns(t *testing.T) {
 	evil, _ := e.createKey(e.dev.ID, "ci\revent: key-"+fmt.Sprint(victim.ID)+"\rdata: <b>forged</b>\r")
 	c := e.signedIn(operatorEmail)
 	events := readEvents(t, c, fmt.Sprintf("/admin/live/stream?keys=%d,%d", evil.ID, victim.ID), 4)
+	// Each event must be named for the key whose card it carries, whatever
+	// order the stream sends the keys in.
+	seen := map[string]bool{}
 	for i, ev := range events {
-		want := fmt.Sprintf("key-%d", []int64{evil.ID, victim.ID}[i%2])
-		if ev.name != want {
-			t.Errorf("event %d named %q, want %q", i, ev.name, want)
+		var key int64
+		at := strings.Index(ev.data, `data-key="`)
+		if at < 0 {
+			t.Fatalf("event %d carries no key card: %.200s", i, ev.data)
+		}
+		if _, err := fmt.Sscanf(ev.data[at+len(`data-key="`):], "%d", &key); err != nil {
+			t.Fatalf("event %d: key card without a key id: %.200s", i, ev.data)
+		}
+		if want := fmt.Sprintf("key-%d", key); ev.name != want {
+			t.Errorf("event %d named %q, but carries key %d's card", i, ev.name, key)
 		}
 		if strings.Contains(ev.data, "<b>forged</b>") {
 			t.Errorf("event %d carries forged markup: %.200s", i, ev.data)
 		}
+		if key == evil.ID {
+			if !strings.Contains(ev.data, "ci&#13;event: key-") {
+				t.Errorf("the key's name is not in its event, CR encoded: %.300s", ev.data)
+			}
+		}
+		seen[ev.name] = true
 	}
-	if !strings.Contains(events[0].data, "ci&#13;event: key-") {
-		t.Errorf("the key's name is not in its event, CR encoded: %.300s", events[0].data)
+	for _, id := range []int64{evil.ID, victim.ID} {
+		if !seen[fmt.Sprintf("key-%d", id)] {
+			t.Errorf("no event for key %d in %d events", id, len(events))
+		}
 	}
 }

@@ -143,7 +143,7 @@ func TestProxyUpstreamDown(t *testing.T) {
 			tier = append(tier, l)
 		}
 	}
-	d, err := f.store.Peek(context.Background(), enforce.Request{Subject: caller.Subject, Route: itemsRoute, Limits: tier})
+	d, err := f.store.Peek(context.Background(), enforce.Request{Subject: caller.Subject, Key: caller.Key, Route: itemsRoute, Limits: tier})
 	if err != nil {
 		t.Fatal(err)
 	}

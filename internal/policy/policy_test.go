@@ -45,7 +45,7 @@ func TestResolver(t *testing.T) {
 
 	c, err := r.ResolveKey(plain)
 	want := enforce.Limit{Name: "basic-items", Algorithm: enforce.FixedWindow, Limit: 3, Window: time.Minute, Route: "GET /items/{id}"}
-	if err != nil || c.Subject != "key:1" || c.UserID != 9 || c.Plan != "basic" || len(c.Limits) != 1 || c.Limits[0] != want {
+	if err != nil || c.Subject != "dev:9" || c.Key != "key:1" || c.UserID != 9 || c.Plan != "basic" || len(c.Limits) != 1 || c.Limits[0] != want {
 		t.Errorf("plain key: %+v, %v", c, err)
 	}
 	// Keys of one plan share one slice, as in the portal's snapshot.
@@ -70,11 +70,30 @@ func TestResolver(t *testing.T) {
 	if anon.Subject != "ip:192.0.2.1" || anon.Plan != "anon" || len(anon.Limits) != 1 {
 		t.Errorf("anonymous: %+v", anon)
 	}
+	// Addresses of one IPv6 /64 are one anonymous caller, as in the portal;
+	// the document's blocks are honoured.
+	v6a := r.Anonymous(netip.MustParseAddr("2001:db8:1:2::1"))
+	v6b := r.Anonymous(netip.MustParseAddr("2001:db8:1:2:ffff::9"))
+	if v6a.Subject != "ip:2001:db8:1:2::/64" || v6b.Subject != v6a.Subject {
+		t.Errorf("one /64: subjects %q and %q, want both ip:2001:db8:1:2::/64", v6a.Subject, v6b.Subject)
+	}
+	wide := doc
+	wide.AnonIPv4Prefix, wide.AnonIPv6Prefix = 24, 48
+	if err := r.Install(wide); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Anonymous(netip.MustParseAddr("192.0.2.77")).Subject; got != "ip:192.0.2.0/24" {
+		t.Errorf("IPv4 /24 block: subject %q", got)
+	}
+	if err := r.Install(doc); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("BadDocumentsKeepThePrevious", func(t *testing.T) {
 		for name, bad := range map[string]policy.Document{
 			"BadHash":      {Keys: []policy.Key{{Hash: "zz", KeyID: 1}}},
 			"BadAlgorithm": {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "magic", Limit: 1, WindowMS: 1000}}}},
+			"BadPrefix":    {AnonIPv6Prefix: 129},
 			"ZeroWindow":   {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "fixed_window", Limit: 1}}}},
 		} {
 			if err := r.Install(bad); err == nil {
