@@ -297,7 +297,7 @@ func settings(getenv func(string) string) []setting {
 				}
 				return nil
 			}},
-		{env: "PORTAL_PEER_REDIS_URLS", flag: "peer-redis-urls", accepts: "for sync: every other region's Redis, e.g. us=redis://us-redis:6379,ap=redis://ap-redis:6379", secret: true,
+		{env: "PORTAL_PEER_REDIS_URLS", flag: "peer-redis-urls", accepts: "for sync (and, optional, for share's dashboard): every other region's Redis, e.g. us=redis://us-redis:6379,ap=redis://ap-redis:6379", secret: true,
 			set: func(c *Config, v string) error {
 				peers, err := region.ParsePeers(v)
 				if err != nil {
@@ -415,7 +415,7 @@ func checkRegions(c *Config) error {
 	r := &c.Region
 	if r.Mode == region.Shared {
 		if len(c.PeerRedisURLs) > 0 {
-			return errors.New("invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls): only sync mode reads it; set PORTAL_REGION_MODE=sync or unset it")
+			return errors.New("invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls): shared mode has no peers; set PORTAL_REGION_MODE to share or sync, or unset it")
 		}
 		return r.Validate(nil)
 	}
@@ -430,9 +430,6 @@ func checkRegions(c *Config) error {
 	names := make([]string, len(c.PeerRedisURLs))
 	for i, p := range c.PeerRedisURLs {
 		names[i] = p.Name
-	}
-	if r.Mode == region.Share && len(names) > 0 {
-		return errors.New("invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls): only sync mode reads it; set PORTAL_REGION_MODE=sync or unset it")
 	}
 	if err := r.Validate(names); err != nil {
 		variable := "PORTAL_PEER_REDIS_URLS (-peer-redis-urls)"

@@ -57,7 +57,7 @@ func TestLoadConfigRegions(t *testing.T) {
 		{"UnknownPeer", map[string]string{"PORTAL_PEER_REDIS_URLS": "us=redis://us:6379,ap=redis://ap:6379"}, `invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls): peer "ap" is not in the region list`},
 		{"BadPeerURL", map[string]string{"PORTAL_PEER_REDIS_URLS": "us=http://u:hunter2@us"}, `invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls) (value hidden): region us: scheme "http" is not redis`},
 		{"NotAPeerList", map[string]string{"PORTAL_PEER_REDIS_URLS": "redis://u:hunter2@us"}, `invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls) (value hidden): not a list of region=URL`},
-		{"PeersWithoutSync", map[string]string{"PORTAL_REGION_MODE": "share"}, `invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls): only sync mode reads it`},
+		{"PeersInSharedMode", map[string]string{"PORTAL_REGION_MODE": "shared"}, `invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls): shared mode has no peers`},
 		{"IntervalTooShort", map[string]string{"PORTAL_REGION_SYNC_INTERVAL": "1ms"}, `invalid PORTAL_REGION_SYNC_INTERVAL (-region-sync-interval) "1ms": out of range; want a duration from 10ms to 1m`},
 	}
 	for _, tt := range tests {

@@ -94,10 +94,14 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// its peers' (PORTAL_REGION_MODE); shared passes decisions through.
 	// Shared is left unwrapped so the middleware keeps the store's
 	// allocation-free AllowInto.
-	var regions *region.Store
-	var regionStatus func() region.Status
+	var (
+		regions      *region.Store
+		regionStatus func() region.Status
+		regionSource web.RegionSource
+		regionUsage  map[string]web.UsageReader
+	)
 	if d.cfg.Region.Mode != region.Shared {
-		rs, closePeers, err := openRegions(d, limiter)
+		rs, peerUsage, closePeers, err := openRegions(d, limiter)
 		if err != nil {
 			for _, c := range closers {
 				c()
@@ -105,7 +109,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			return nil, nil, err
 		}
 		closers = append(closers, closePeers)
-		regions, regionStatus, limiter = rs, rs.Status, rs
+		regions, regionStatus, regionSource, regionUsage, limiter = rs, rs.Status, rs, peerUsage, rs
 	}
 
 	// The control plane: services over Postgres, and the snapshot every
@@ -171,6 +175,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Usage:          counters,
 		Health:         health,
 		TrustedProxies: d.cfg.TrustedProxies,
+		Regions:        regionSource,
+		RegionUsage:    regionUsage,
 	}))
 
 	return mux, func() {
@@ -189,12 +195,14 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// openRegions wraps limiter for the region settings and, in sync mode,
-// opens a store on each peer's Redis. An unreachable peer does not stop
+// openRegions wraps limiter for the region settings and opens a store on
+// each peer's Redis (sync publishes to it; share only shows its state and
+// usage on the dashboard). An unreachable peer does not stop
 // the start: the region enforces its share until the peer answers.
-func openRegions(d serverDeps, limiter enforce.Store) (*region.Store, func(), error) {
+func openRegions(d serverDeps, limiter enforce.Store) (*region.Store, map[string]web.UsageReader, func(), error) {
 	var (
 		peers   []region.PeerStore
+		usage   = map[string]web.UsageReader{}
 		closers []func()
 	)
 	closeAll := func() {
@@ -206,7 +214,7 @@ func openRegions(d serverDeps, limiter enforce.Store) (*region.Store, func(), er
 		opts, _, err := redisOptions(p.URL)
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("PORTAL_PEER_REDIS_URLS: region %s: %w", p.Name, err)
+			return nil, nil, nil, fmt.Errorf("PORTAL_PEER_REDIS_URLS: region %s: %w", p.Name, err)
 		}
 		opts.ReadTimeout, opts.WriteTimeout = d.cfg.RedisTimeout, d.cfg.RedisTimeout
 		client := redis.NewUniversalClient(opts)
@@ -216,9 +224,10 @@ func openRegions(d serverDeps, limiter enforce.Store) (*region.Store, func(), er
 		})
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("PORTAL_PEER_REDIS_URLS: region %s: load the rate-limit script: %w", p.Name, err)
+			return nil, nil, nil, fmt.Errorf("PORTAL_PEER_REDIS_URLS: region %s: load the rate-limit script: %w", p.Name, err)
 		}
 		closers = append(closers, func() { _ = store.Close() })
+		usage[p.Name] = store
 		timeout := d.cfg.RedisTimeout
 		peers = append(peers, region.PeerStore{Name: p.Name, Charger: store, Ping: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -229,10 +238,10 @@ func openRegions(d serverDeps, limiter enforce.Store) (*region.Store, func(), er
 	rs, err := region.New(limiter, d.cfg.Region, peers, d.logger)
 	if err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("PORTAL_REGION_MODE: %w", err)
+		return nil, nil, nil, fmt.Errorf("PORTAL_REGION_MODE: %w", err)
 	}
 	d.logger.Info("regions: "+string(d.cfg.Region.Mode), "region", d.cfg.Region.Region, "peers", len(peers), "sync_interval", d.cfg.Region.Interval)
-	return rs, closeAll, nil
+	return rs, usage, closeAll, nil
 }
 
 // readiness is the /readyz body.
@@ -277,17 +286,20 @@ func readyzRegions(pool *pgxpool.Pool, rdb redis.UniversalClient, regions func()
 		}
 		// Peers as the last sync round found them: asking them here would
 		// make the probe wait on another region's network.
-		var peers []region.PeerStatus
+		var st region.Status
 		if regions != nil {
-			peers = regions().Peers
+			st = regions()
 		}
-		for _, p := range peers {
+		for _, p := range st.Peers {
 			name := "region:" + p.Name
 			if p.Reachable {
 				res.Checks[name] = "ok"
 				continue
 			}
 			res.Checks[name] = "unreachable"
+			if st.Mode != region.Sync {
+				continue // share never needed it to enforce
+			}
 			res.Degraded = append(res.Degraded, name)
 			if res.Status == "ok" {
 				res.Status = "degraded"

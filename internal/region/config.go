@@ -153,7 +153,8 @@ type Config struct {
 const DefaultInterval = time.Second
 
 // Validate checks c and fills its defaults; peers are the configured peers'
-// names (sync needs one for every other region, the others none).
+// names (sync needs one for every other region; share may name some, to
+// show their usage; shared none).
 func (c *Config) Validate(peers []string) error {
 	if !c.Mode.Valid() {
 		return fmt.Errorf("mode %q is not shared, share or sync", c.Mode)
@@ -176,9 +177,6 @@ func (c *Config) Validate(peers []string) error {
 	if c.weight(c.Region) == 0 {
 		return fmt.Errorf("region %q is not in the region list", c.Region)
 	}
-	if c.Mode != Sync {
-		return nil
-	}
 	want := map[string]bool{}
 	for _, w := range c.Regions {
 		if w.Name != c.Region {
@@ -193,6 +191,10 @@ func (c *Config) Validate(peers []string) error {
 			return fmt.Errorf("peer %q is not in the region list", p)
 		}
 		delete(want, p)
+	}
+	if c.Mode != Sync {
+		// share reads its peers only to show their state and usage.
+		return nil
 	}
 	for _, w := range c.Regions {
 		if want[w.Name] {

@@ -104,8 +104,11 @@ func New(next enforce.Store, cfg Config, peers []PeerStore, logger *slog.Logger)
 	}
 	now := time.Now().UnixMicro()
 	for _, p := range peers {
-		if p.Charger == nil || p.Ping == nil {
+		if p.Ping == nil || cfg.Mode == Sync && p.Charger == nil {
 			return nil, fmt.Errorf("peer %q: no store", p.Name)
+		}
+		if cfg.Mode == Shared {
+			return nil, fmt.Errorf("peer %q: shared mode has no peers", p.Name)
 		}
 		pr := &peer{PeerStore: p, backlog: map[string]*pending{}}
 		pr.reachable.Store(true)
@@ -302,10 +305,11 @@ func cost(l enforce.Limit) int64 {
 	return l.Cost
 }
 
-// Run publishes every interval until ctx ends (sync mode; it returns at
-// once in the others).
+// Run publishes every interval until ctx ends (sync mode), or asks each
+// peer whether it answers (share mode, for the dashboard and /readyz); it
+// returns at once without peers.
 func (s *Store) Run(ctx context.Context) error {
-	if s.cfg.Mode != Sync {
+	if len(s.peers) == 0 {
 		return nil
 	}
 	t := time.NewTicker(s.cfg.Interval)
@@ -327,6 +331,12 @@ func (s *Store) Run(ctx context.Context) error {
 // until it answers again. Run calls it every interval; tests call it
 // directly.
 func (s *Store) Sync(ctx context.Context) {
+	if s.cfg.Mode == Share {
+		for _, p := range s.peers {
+			s.setReachable(p, p.Ping(ctx) == nil)
+		}
+		return
+	}
 	if s.cfg.Mode != Sync {
 		return
 	}
