@@ -3,17 +3,44 @@ package web
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/views"
 )
 
-// RegionSource reports the regions' mode and peers; region.Store is one.
+// RegionSource reports the regions' mode and peers, and this region's share
+// of a figure; region.Store is one.
 type RegionSource interface {
 	Status() region.Status
+	ShareOf(n int64) int64
+}
+
+// regionalPlans is all as this region enforces it: in share mode each
+// limit and burst is the region's share, so the generated docs (and their
+// recorded examples) tell a client the figures its requests will meet here.
+// The plans are copied; the caller's are not changed.
+func (s *Server) regionalPlans(all []plans.Plan) []plans.Plan {
+	if s.deps.Regions == nil || s.deps.Regions.Status().Mode != region.Share {
+		return all
+	}
+	out := make([]plans.Plan, len(all))
+	for i, p := range all {
+		p.Limits = slices.Clone(p.Limits)
+		for j := range p.Limits {
+			l := &p.Limits[j]
+			l.Limit = s.deps.Regions.ShareOf(l.Limit)
+			if l.Burst > 0 {
+				l.Burst = s.deps.Regions.ShareOf(l.Burst)
+			}
+		}
+		out[i] = p
+	}
+	return out
 }
 
 // regionReadTimeout bounds the read of a peer region's usage, which crosses

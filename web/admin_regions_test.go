@@ -71,4 +71,18 @@ func TestUsageOverviewShowsRegions(t *testing.T) {
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Errorf("region rows\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
 	}
+
+	t.Run("DocsShowTheShare", func(t *testing.T) {
+		// searchTier is 10 per minute with a burst of 20: eu's share (2 of
+		// 4) is 5 and 10.
+		doc := e.anonymous().get("/docs", nil).doc(t)
+		got := doc.Find(`[data-testid="docs-limit"][data-plan="gold"] [data-testid="docs-limit-value"]`).First().Text()
+		if strings.TrimSpace(got) != "5" {
+			t.Errorf("docs show a limit of %q in region eu, want its share 5", got)
+		}
+		md := e.anonymous().get("/docs/limits.md", nil).body
+		if !strings.Contains(md, "q=5") && !strings.Contains(md, "5 requests") {
+			t.Errorf("Markdown docs do not show eu's share:\n%s", md)
+		}
+	})
 }
