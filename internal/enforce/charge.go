@@ -17,14 +17,22 @@ func (s *RedisStore) Charge(ctx context.Context, req Request) error {
 	if err := validateRequest(req); err != nil {
 		return err
 	}
-	call, err := s.prepare(req, true, s.clock())
+	// The arguments are looked up with the cost cleared, so the cache
+	// holds one entry per limit whatever the costs charged.
+	norm := req
+	norm.Limits = make([]Limit, len(req.Limits))
+	for i, l := range req.Limits {
+		l.Cost = 0
+		norm.Limits[i] = l
+	}
+	call, err := s.prepare(norm, true, s.clock())
 	if err != nil {
 		return err
 	}
 	call.mode = "f"
 	for i := range call.limits {
-		// A copy with the charged cost: caching one argument set per
-		// distinct cost would crowd the decisions' own out of the cache.
+		// A copy with the charged cost, never cached: one argument set
+		// per distinct cost would crowd the decisions' own out.
 		la := *call.limits[i]
 		la.args[5] = costOf(req.Limits[i])
 		call.limits[i] = &la

@@ -143,9 +143,10 @@ type Config struct {
 	// interval (default 20,000); the rest wait for the next one.
 	MaxSubjectsPerSync int
 	// MaxPending bounds the subjects whose consumption awaits
-	// publication, per peer (default 200,000). A subject that finds the
-	// table full is decided on its share alone and not published, so the
-	// memory stays bounded and the bound holds (see README).
+	// publication, and each peer's backlog (default 200,000). A subject
+	// that finds the table full is held to this region's share as well and
+	// not published: the memory stays bounded, and what the peers miss of
+	// it stays within the share (Status.Overflow counts such decisions).
 	MaxPending int
 }
 

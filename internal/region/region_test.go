@@ -393,3 +393,50 @@ func TestParseRegions(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncHoldsSubjectsBeyondThePendingTableToTheShare fills the table of
+// consumption awaiting publication (one subject) and checks that a second
+// subject is then held to the share (its layer shows 50 of 100) and not
+// published, while the first is published as usual.
+func TestSyncHoldsSubjectsBeyondThePendingTableToTheShare(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	eu, us := startPrivateRedis(t), startPrivateRedis(t)
+	weights := []region.Weight{{Name: "eu", Weight: 1}, {Name: "us", Weight: 1}}
+	peerClient := redis.NewClient(&redis.Options{Addr: us.addr, MaxRetries: -1})
+	t.Cleanup(func() { peerClient.Close() })
+	usStore := newRedisStore(t, us.addr, clock)
+	s, err := region.New(newRedisStore(t, eu.addr, clock), region.Config{Region: "eu", Regions: weights, Mode: region.Sync, MaxPending: 1},
+		[]region.PeerStore{{Name: "us", Charger: usStore, Ping: func(ctx context.Context) error { return peerClient.Ping(ctx).Err() }}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l := limitFor(enforce.FixedWindow)
+	allow := func(subject string) enforce.Decision {
+		t.Helper()
+		d, err := s.Allow(ctx, enforce.Request{Subject: subject, Limits: []enforce.Limit{l}})
+		if err != nil || !d.Allowed {
+			t.Fatalf("%s: %v %+v", subject, err, d)
+		}
+		return d
+	}
+	if d := allow("key:first"); d.Layers[0].Limit.Limit != 100 {
+		t.Fatalf("first subject shows %d, want the full limit 100", d.Layers[0].Limit.Limit)
+	}
+	if d := allow("key:second"); d.Layers[0].Limit.Limit != 50 || d.Layers[0].Remaining != 49 {
+		t.Fatalf("second subject shows %d with %d left, want the share 50 with 49", d.Layers[0].Limit.Limit, d.Layers[0].Remaining)
+	}
+	s.Sync(ctx)
+	for subject, want := range map[string]int64{"key:first": 99, "key:second": 100} {
+		d, err := usStore.Peek(ctx, enforce.Request{Subject: subject, Limits: []enforce.Limit{l}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Layers[0].Remaining != want {
+			t.Errorf("us sees %s with %d left, want %d", subject, d.Layers[0].Remaining, want)
+		}
+	}
+	if st := s.Status(); st.Overflow != 1 || st.Admitted != 2 || st.Peers[0].Published != 1 {
+		t.Errorf("status %+v, want one overflow, 2 admitted, 1 published", st)
+	}
+}

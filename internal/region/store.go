@@ -169,9 +169,10 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool) (
 		return call(ctx, scaled)
 	}
 	publish := true
-	if consume && !s.degraded.Load() && !s.room(req.Subject) {
+	if consume && !s.room(req.Subject) {
 		// Nothing more can wait for publication: this subject holds to
-		// its share, which needs no publishing to stay within the bound.
+		// its share here, so what the peers do not see of it stays
+		// within that share.
 		publish = false
 		s.overflow.Add(1)
 	}
@@ -179,7 +180,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool) (
 		d   enforce.Decision
 		err error
 	)
-	if s.degraded.Load() || !publish {
+	if !publish || s.degraded.Load() {
 		d, err = s.fallback(ctx, req, call)
 	} else {
 		d, err = call(ctx, req)
