@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/region"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // BenchmarkRegions measures, in real time, three regions 40 ms apart (a
@@ -182,4 +184,53 @@ func perWindowList(keys []int64, m map[int64]int64) []int64 {
 		out[i] = m[k]
 	}
 	return out
+}
+
+// BenchmarkRegionOverhead is one decision through the region store, against
+// the same decision on the RedisStore alone (the shared test Redis, one
+// subject per goroutine): what share's scaling and sync's bookkeeping of
+// the consumption to publish cost per request.
+func BenchmarkRegionOverhead(b *testing.B) {
+	client, prefix := testenv.Redis(b)
+	rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix, DisableUsage: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rs.Close() })
+	weights := []region.Weight{{Name: "eu", Weight: 1}, {Name: "us", Weight: 1}}
+	l := enforce.Limit{Name: "plan", Algorithm: enforce.FixedWindow, Limit: 1 << 40, Window: time.Hour}
+	stores := map[string]enforce.Store{"redis": rs}
+	for _, mode := range []region.Mode{region.Share, region.Sync} {
+		var peers []region.PeerStore
+		if mode == region.Sync {
+			// A peer that is never published to: the benchmark measures
+			// the decision, not the rounds.
+			peers = []region.PeerStore{{Name: "us", Charger: rs, Ping: func(context.Context) error { return nil }}}
+		}
+		s, err := region.New(rs, region.Config{Region: "eu", Regions: weights, Mode: mode}, peers, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stores[string(mode)] = s
+	}
+	for _, name := range []string{"redis", "share", "sync"} {
+		store := stores[name]
+		b.Run(name, func(b *testing.B) {
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req := enforce.Request{Subject: fmt.Sprintf("key:%d", n.Add(1)), Limits: []enforce.Limit{l}}
+				layers := make([]enforce.LayerResult, 1)
+				into := store.(interface {
+					AllowInto(context.Context, enforce.Request, []enforce.LayerResult) (enforce.Decision, error)
+				})
+				for pb.Next() {
+					if _, err := into.AllowInto(context.Background(), req, layers); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

@@ -144,19 +144,35 @@ func (s *Store) ShareLimit(l enforce.Limit) enforce.Limit {
 
 // Allow decides req in this region (see enforce.Store).
 func (s *Store) Allow(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
-	return s.decide(ctx, req, true)
+	return s.decide(ctx, req, true, s.next.Allow)
+}
+
+// layersAllower is the engine stores' Allow that writes the layers into
+// the caller's slice (enforce.RedisStore, FailoverStore, MemoryStore).
+type layersAllower interface {
+	AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error)
+}
+
+// AllowInto is Allow writing Decision.Layers into layers' backing array
+// when the wrapped store can and the limits are the request's own (sync
+// while every peer answers), so the middleware keeps its allocation-free
+// path.
+func (s *Store) AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
+	into, ok := s.next.(layersAllower)
+	if !ok {
+		return s.Allow(ctx, req)
+	}
+	return s.decide(ctx, req, true, func(ctx context.Context, r enforce.Request) (enforce.Decision, error) {
+		return into.AllowInto(ctx, r, layers)
+	})
 }
 
 // Peek evaluates req as Allow would, consuming nothing.
 func (s *Store) Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
-	return s.decide(ctx, req, false)
+	return s.decide(ctx, req, false, s.next.Peek)
 }
 
-func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool) (enforce.Decision, error) {
-	call := s.next.Peek
-	if consume {
-		call = s.next.Allow
-	}
+func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool, call func(context.Context, enforce.Request) (enforce.Decision, error)) (enforce.Decision, error) {
 	switch s.cfg.Mode {
 	case Shared:
 		return call(ctx, req)
