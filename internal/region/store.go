@@ -208,11 +208,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool, c
 		s.lastAt.Store(d.At.UnixMicro())
 	}
 	if consume && d.Allowed {
-		var units int64
-		for _, l := range req.Limits {
-			units += cost(l)
-		}
-		s.admitted.Add(units)
+		s.admitted.Add(1)
 		if publish {
 			s.record(req, d.At)
 		}
@@ -549,7 +545,7 @@ type Status struct {
 	Weight, TotalWeight int64
 	// Degraded is true while sync holds to the share for want of a peer.
 	Degraded bool
-	// Admitted is the cost units this instance admitted since it started.
+	// Admitted is the requests this instance admitted since it started.
 	Admitted int64
 	// Overflow counts decisions made on the share because the table of
 	// consumption awaiting publication was full.
@@ -563,7 +559,8 @@ type PeerStatus struct {
 	Reachable bool
 	// Since is when Reachable last changed (or the store started).
 	Since time.Time
-	// Published is the cost units this instance published to the peer.
+	// Published is the cost units this instance published to the peer,
+	// summed over limits.
 	Published int64
 	// Backlog is the subjects waiting for the peer to answer; Dropped the
 	// charges lost to a full backlog or refused by the peer.
