@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,4 +128,108 @@ func TestReadyzNamesAnUnreachablePeerRegion(t *testing.T) {
 		got.Checks["region:us"] != "unreachable" || len(got.Failing) != 0 {
 		t.Fatalf("peer down: %d %+v, want 200 degraded naming region:us, nothing failing", status, got)
 	}
+}
+
+// TestRunTwoRegionsInSync runs two portals, eu and us, each with its own
+// Postgres database and its own redis-server, in sync mode: an anonymous
+// client's requests in eu reach us's counts; with us's Redis gone, eu says
+// degraded on /readyz and holds to its share (5 of the search tier's 10);
+// when us's Redis answers again, eu counts published consumption again.
+func TestRunTwoRegionsInSync(t *testing.T) {
+	euRedis, usRedis := testenv.StartPrivateRedis(t), testenv.StartPrivateRedis(t)
+	regionEnv := func(name, peer string, own, peerRedis *testenv.PrivateRedis) map[string]string {
+		env := baseEnv(t)
+		env["DATABASE_URL"] = testenv.PostgresURL(t)
+		env["REDIS_URL"] = own.URL()
+		env["PORTAL_REGION"] = name
+		env["PORTAL_REGIONS"] = name + "," + peer
+		env["PORTAL_REGION_MODE"] = "sync"
+		env["PORTAL_REGION_SYNC_INTERVAL"] = "50ms"
+		env["PORTAL_PEER_REDIS_URLS"] = peer + "=" + peerRedis.URL()
+		return env
+	}
+	eu := startPortal(t, regionEnv("eu", "us", euRedis, usRedis))
+	us := startPortal(t, regionEnv("us", "eu", usRedis, euRedis))
+
+	// searchLeft is the anonymous search tier's remaining as a region's
+	// /api/rate-limit-status reports it (it consumes nothing).
+	searchLeft := func(p *portal) int64 {
+		t.Helper()
+		status, body := get(t, p.url+"/api/rate-limit-status")
+		if status != 200 {
+			t.Fatalf("rate-limit-status: %d %s", status, body)
+		}
+		var st struct {
+			Limits []struct {
+				Policy    string `json:"policy"`
+				Remaining int64  `json:"remaining"`
+			} `json:"limits"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatalf("rate-limit-status %q: %v", body, err)
+		}
+		for _, l := range st.Limits {
+			if l.Policy == "anonymous-search" {
+				return l.Remaining
+			}
+		}
+		t.Fatalf("no anonymous-search limit in %s", body)
+		return 0
+	}
+	// eventually polls cond until it holds: a sync round's arrival or a
+	// peer's state is an event this test can only observe.
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	search := func(p *portal) *http.Response {
+		t.Helper()
+		resp, err := http.Get(p.url + "/api/search?q=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+
+	for range 4 {
+		if resp := search(eu); resp.StatusCode != 200 {
+			t.Fatalf("eu search: %d", resp.StatusCode)
+		}
+	}
+	euLeft := searchLeft(eu)
+	if euLeft > 6 {
+		t.Fatalf("eu shows %d left after 4 searches of 10", euLeft)
+	}
+	eventually("us counts eu's searches", func() bool { return searchLeft(us) == searchLeft(eu) })
+
+	usRedis.Stop()
+	eventually("eu names us as unreachable on /readyz", func() bool {
+		status, body := get(t, eu.url+"/readyz")
+		return status == 200 && strings.Contains(body, `"status":"degraded"`) && strings.Contains(body, `"region:us"`)
+	})
+	resp := search(eu)
+	if policy := resp.Header.Get("RateLimit-Policy"); !strings.Contains(policy, `"anonymous-search";q=5;w=60`) {
+		t.Errorf("eu cut off from us answers with policy %q, want its share q=5 of the search tier", policy)
+	}
+	left, _ := strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64)
+	if resp.StatusCode != 200 || left > 4 {
+		t.Errorf("eu cut off: %d with %d left, want 200 and at most 4 of its share 5 left", resp.StatusCode, left)
+	}
+
+	usRedis.Restart(t)
+	eventually("eu counts on the full limit again", func() bool {
+		status, body := get(t, eu.url+"/readyz")
+		if status != 200 || !strings.Contains(body, `"status":"ok"`) {
+			return false
+		}
+		policy := search(eu).Header.Get("RateLimit-Policy")
+		return strings.Contains(policy, `"anonymous-search";q=10;w=60`)
+	})
 }

@@ -42,10 +42,10 @@ func BenchmarkRegions(b *testing.B) {
 func measureRegions(b *testing.B, mode region.Mode, l enforce.Limit) {
 	names := []string{"eu", "us", "ap"}
 	weights := make([]region.Weight, len(names))
-	servers := make([]*privateRedis, len(names))
+	servers := make([]*testenv.PrivateRedis, len(names))
 	for i, n := range names {
 		weights[i] = region.Weight{Name: n, Weight: 1}
-		servers[i] = startPrivateRedis(b)
+		servers[i] = testenv.StartPrivateRedis(b)
 	}
 	client := func(addr string) redis.UniversalClient {
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 64})
@@ -63,9 +63,9 @@ func measureRegions(b *testing.B, mode region.Mode, l enforce.Limit) {
 	const interval = 100 * time.Millisecond
 	stores := make([]*region.Store, len(names))
 	for i, n := range names {
-		addr := servers[i].addr
+		addr := servers[i].Addr
 		if mode == region.Shared && i > 0 {
-			addr = startDelayProxy(b, servers[0].addr, interRegionDelay).addr()
+			addr = startDelayProxy(b, servers[0].Addr, interRegionDelay).addr()
 		}
 		var peers []region.PeerStore
 		if mode == region.Sync {
@@ -73,7 +73,7 @@ func measureRegions(b *testing.B, mode region.Mode, l enforce.Limit) {
 				if j == i {
 					continue
 				}
-				pc := client(startDelayProxy(b, servers[j].addr, interRegionDelay).addr())
+				pc := client(startDelayProxy(b, servers[j].Addr, interRegionDelay).addr())
 				peers = append(peers, region.PeerStore{Name: q, Charger: store(pc), Ping: func(ctx context.Context) error { return pc.Ping(ctx).Err() }})
 			}
 		}

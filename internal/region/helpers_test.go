@@ -1,67 +1,12 @@
 package region_test
 
 import (
-	"context"
 	"io"
-	"math/rand/v2"
 	"net"
-	"os/exec"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// privateRedis is a redis-server of the test's own on a free port below
-// 32768: each region has its own Redis, and the shared one is not touched.
-type privateRedis struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-func startPrivateRedis(t testing.TB) *privateRedis {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server is needed to run regions on one machine: %v", err)
-	}
-	for range 20 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		p := &privateRedis{addr: l.Addr().String()}
-		p.cmd = exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--daemonize", "no")
-		if err := p.cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		t.Cleanup(func() {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		})
-		c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
-		defer c.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			err := c.Ping(ctx).Err()
-			cancel()
-			if err == nil {
-				return p
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("private redis on %s did not answer: %v", p.addr, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	t.Fatal("no free port below 32768")
-	return nil
-}
 
 // delayProxy is a TCP proxy that holds every chunk of bytes for delay
 // before passing it on, each way: the distance between two regions, on a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/region"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // interRegionDelay is the one-way latency the proxies add between regions.
@@ -20,7 +21,7 @@ const interRegionDelay = 40 * time.Millisecond
 // mode) a delaying proxy to each peer's Redis.
 type testRegion struct {
 	name    string
-	redis   *privateRedis
+	redis   *testenv.PrivateRedis
 	store   *region.Store
 	proxies []*delayProxy
 }
@@ -36,17 +37,17 @@ func newCluster(t *testing.T, mode region.Mode, weights []region.Weight) *cluste
 	t.Helper()
 	c := &cluster{clock: &fakeClock{t: time.Unix(1_700_000_000, 0)}}
 	for _, w := range weights {
-		c.regions = append(c.regions, &testRegion{name: w.Name, redis: startPrivateRedis(t)})
+		c.regions = append(c.regions, &testRegion{name: w.Name, redis: testenv.StartPrivateRedis(t)})
 	}
 	for _, r := range c.regions {
-		local := newRedisStore(t, r.redis.addr, c.clock)
+		local := newRedisStore(t, r.redis.Addr, c.clock)
 		var peers []region.PeerStore
 		if mode == region.Sync {
 			for _, q := range c.regions {
 				if q == r {
 					continue
 				}
-				proxy := startDelayProxy(t, q.redis.addr, interRegionDelay)
+				proxy := startDelayProxy(t, q.redis.Addr, interRegionDelay)
 				r.proxies = append(r.proxies, proxy)
 				client := redis.NewClient(&redis.Options{
 					Addr: proxy.addr(), MaxRetries: -1, DialTimeout: time.Second,
@@ -400,12 +401,12 @@ func TestParseRegions(t *testing.T) {
 // published, while the first is published as usual.
 func TestSyncHoldsSubjectsBeyondThePendingTableToTheShare(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	eu, us := startPrivateRedis(t), startPrivateRedis(t)
+	eu, us := testenv.StartPrivateRedis(t), testenv.StartPrivateRedis(t)
 	weights := []region.Weight{{Name: "eu", Weight: 1}, {Name: "us", Weight: 1}}
-	peerClient := redis.NewClient(&redis.Options{Addr: us.addr, MaxRetries: -1})
+	peerClient := redis.NewClient(&redis.Options{Addr: us.Addr, MaxRetries: -1})
 	t.Cleanup(func() { peerClient.Close() })
-	usStore := newRedisStore(t, us.addr, clock)
-	s, err := region.New(newRedisStore(t, eu.addr, clock), region.Config{Region: "eu", Regions: weights, Mode: region.Sync, MaxPending: 1},
+	usStore := newRedisStore(t, us.Addr, clock)
+	s, err := region.New(newRedisStore(t, eu.Addr, clock), region.Config{Region: "eu", Regions: weights, Mode: region.Sync, MaxPending: 1},
 		[]region.PeerStore{{Name: "us", Charger: usStore, Ping: func(ctx context.Context) error { return peerClient.Ping(ctx).Err() }}}, nil)
 	if err != nil {
 		t.Fatal(err)
