@@ -102,6 +102,11 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	)
 	if d.cfg.Region.Mode != region.Shared {
 		rs, peerUsage, closePeers, err := openRegions(d, limiter)
+		if err == nil {
+			if err = rs.Register(metrics); err != nil {
+				closePeers()
+			}
+		}
 		if err != nil {
 			for _, c := range closers {
 				c()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
@@ -325,6 +326,30 @@ func TestSyncFallsBackToShareWhileAPeerIsCutOff(t *testing.T) {
 		if admitted[w] < l.Limit || admitted[w] > l.Limit+o {
 			t.Errorf("window %d, linked: admitted %d, want %d to %d (per window %v)", w, admitted[w], l.Limit, l.Limit+o, admitted)
 		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.regions[0].store.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			got[f.GetName()] = v
+		}
+	}
+	for name, want := range map[string]float64{"sluice_region_degraded": 0, "sluice_region_peer_reachable": 1, "sluice_region_backlog_subjects": 0} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("metric %s = %v (present %v) after the link returned, want %v", name, v, ok, want)
+		}
+	}
+	if got["sluice_region_published_units_total"] < 150 {
+		// eu admits half of each window: 50 in each of windows 0, 5, 6.
+		t.Errorf("published %v units, want at least the 150 eu admitted in its wholly linked windows", got["sluice_region_published_units_total"])
 	}
 	for _, st := range midCut {
 		if !st.Degraded || len(st.Peers) != 1 || st.Peers[0].Reachable || st.Peers[0].Backlog == 0 {
