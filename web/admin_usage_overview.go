@@ -17,6 +17,7 @@ func (s *Server) usageOverview(w http.ResponseWriter, r *http.Request) {
 		TopConsumers: sum.topConsumers,
 		TopRejected:  sum.topRejected,
 		Note:         sum.note,
+		Regions:      s.regionsView(r.Context(), sum.total),
 	}
 	if isHTMX(r) {
 		s.render(w, r, http.StatusOK, views.OverviewFragment(o))

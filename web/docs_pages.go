@@ -41,6 +41,7 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	if err != nil {
 		return docs.Model{}, fmt.Errorf("docs: list plans: %w", err)
 	}
+	all = d.s.regionalPlans(all)
 	your, err := d.s.viewerPlan(r, all)
 	if err != nil {
 		return docs.Model{}, err

@@ -65,6 +65,11 @@ type Deps struct {
 	SignIn signin.Policy
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Regions, when set, puts the region mode and each region's traffic
+	// on the usage overview; RegionUsage reads each peer region's usage
+	// series by name (this region's is Usage).
+	Regions     RegionSource
+	RegionUsage map[string]UsageReader
 }
 
 // UsageReader reads the engine's admitted and rejected counts per subject,

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/users"
 )
@@ -118,6 +119,15 @@ type Config struct {
 	// (PORTAL_DASHBOARD_REDIS_TIMEOUT, PORTAL_DASHBOARD_REDIS_POOL).
 	DashboardRedisTimeout time.Duration
 	DashboardRedisPool    int
+	// Region is how this instance shares limits with other regions, each
+	// with its own Redis: PORTAL_REGION (its name), PORTAL_REGIONS (every
+	// region and its weight), PORTAL_REGION_MODE and
+	// PORTAL_REGION_SYNC_INTERVAL. Mode shared (the default) is one Redis
+	// for every region.
+	Region region.Config
+	// PeerRedisURLs are the other regions' Redis URLs, for sync mode
+	// (PORTAL_PEER_REDIS_URLS).
+	PeerRedisURLs []region.Peer
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -335,6 +345,57 @@ func settings(getenv func(string) string) []setting {
 				c.Demo, err = strconv.ParseBool(v)
 				return err
 			}},
+		{env: "PORTAL_REGION", flag: "region", accepts: "this instance's region name (letters, digits, '-', '_'), listed in PORTAL_REGIONS; empty for one region",
+			set: func(c *Config, v string) error {
+				c.Region.Region = v
+				if v != "" {
+					if _, err := region.ParseRegions(v); err != nil || strings.ContainsAny(v, ",=") {
+						return errors.New("not a region name")
+					}
+				}
+				return nil
+			}},
+		{env: "PORTAL_REGIONS", flag: "regions", accepts: "every region with its weight, e.g. eu=2,us=1 (weights default to 1)",
+			set: func(c *Config, v string) error {
+				if v == "" {
+					return nil
+				}
+				var err error
+				c.Region.Regions, err = region.ParseRegions(v)
+				return err
+			}},
+		{env: "PORTAL_REGION_MODE", flag: "region-mode", def: string(region.Shared),
+			accepts: "shared (one Redis for every region), share (each region enforces its weighted share on its own Redis) or sync (own Redis plus the peers' published consumption)",
+			set: func(c *Config, v string) error {
+				c.Region.Mode = region.Mode(v)
+				if !c.Region.Mode.Valid() {
+					return errors.New("unknown mode")
+				}
+				return nil
+			}},
+		{env: "PORTAL_PEER_REDIS_URLS", flag: "peer-redis-urls", accepts: "for sync (and, optional, for share's dashboard): every other region's Redis, e.g. us=redis://us-redis:6379,ap=redis://ap-redis:6379", secret: true,
+			set: func(c *Config, v string) error {
+				peers, err := region.ParsePeers(v)
+				if err != nil {
+					return errors.New("not a list of region=URL")
+				}
+				for _, p := range peers {
+					if _, _, err := redisOptions(p.URL); err != nil {
+						return fmt.Errorf("region %s: %v", p.Name, err)
+					}
+				}
+				c.PeerRedisURLs = peers
+				return nil
+			}},
+		{env: "PORTAL_REGION_SYNC_INTERVAL", flag: "region-sync-interval", def: region.DefaultInterval.String(), accepts: "a duration from 10ms to 1m, e.g. 1s",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 10*time.Millisecond || d > time.Minute {
+					return errors.New("out of range")
+				}
+				c.Region.Interval = d
+				return nil
+			}},
 		{env: "PORTAL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", accepts: "a duration from 1s to 10m, e.g. 15s",
 			set: func(c *Config, v string) error {
 				d, err := time.ParseDuration(v)
@@ -470,7 +531,42 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err
 	}
+	if err := checkRegions(&cfg); err != nil {
+		return Config{}, nil, err
+	}
 	return cfg, fs.Args(), nil
+}
+
+// checkRegions checks that the region settings agree with each other, in
+// one line naming the variable to fix.
+func checkRegions(c *Config) error {
+	r := &c.Region
+	if r.Mode == region.Shared {
+		if len(c.PeerRedisURLs) > 0 {
+			return errors.New("invalid PORTAL_PEER_REDIS_URLS (-peer-redis-urls): shared mode has no peers; set PORTAL_REGION_MODE to share or sync, or unset it")
+		}
+		return r.Validate(nil)
+	}
+	switch {
+	case c.RedisURL == "":
+		return fmt.Errorf("invalid PORTAL_REGION_MODE (-region-mode) %q: needs REDIS_URL, this region's own Redis", r.Mode)
+	case r.Region == "":
+		return fmt.Errorf("invalid PORTAL_REGION (-region) \"\": mode %s needs this instance's region name", r.Mode)
+	case len(r.Regions) == 0:
+		return fmt.Errorf("invalid PORTAL_REGIONS (-regions) \"\": mode %s needs every region, e.g. eu=2,us=1", r.Mode)
+	}
+	names := make([]string, len(c.PeerRedisURLs))
+	for i, p := range c.PeerRedisURLs {
+		names[i] = p.Name
+	}
+	if err := r.Validate(names); err != nil {
+		variable := "PORTAL_PEER_REDIS_URLS (-peer-redis-urls)"
+		if strings.Contains(err.Error(), "not in the region list") && !strings.HasPrefix(err.Error(), "peer") {
+			variable = "PORTAL_REGION (-region)"
+		}
+		return fmt.Errorf("invalid %s: %w", variable, err)
+	}
+	return nil
 }
 
 // checkAddr accepts host:port with a numeric port.

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
@@ -123,6 +124,33 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		counters, limiter = mem, mem
 	}
 
+	// Regions: this region's share of every limit, or its own counts plus
+	// its peers' (PORTAL_REGION_MODE); shared passes decisions through.
+	// Shared is left unwrapped so the middleware keeps the store's
+	// allocation-free AllowInto.
+	var (
+		regions      *region.Store
+		regionStatus func() region.Status
+		regionSource web.RegionSource
+		regionUsage  map[string]web.UsageReader
+	)
+	if d.cfg.Region.Mode != region.Shared {
+		rs, peerUsage, closePeers, err := openRegions(d, limiter)
+		if err == nil {
+			if err = rs.Register(metrics); err != nil {
+				closePeers()
+			}
+		}
+		if err != nil {
+			for _, c := range closers {
+				c()
+			}
+			return nil, nil, err
+		}
+		closers = append(closers, closePeers)
+		regions, regionStatus, regionSource, regionUsage, limiter = rs, rs.Status, rs, peerUsage, rs
+	}
+
 	// The control plane: services over Postgres, and the snapshot every
 	// request is resolved against, rebuilt on NOTIFY.
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -137,6 +165,10 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			c()
 		}
 		return nil, nil, fmt.Errorf("load plans and keys: %w", err)
+	}
+	if regions != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = regions.Run(bg) }()
 	}
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = holder.Run(bg) }()
@@ -158,7 +190,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.Handle("GET /readyz", readyz(d.pool, d.redis, d.logger))
+	mux.Handle("GET /readyz", readyzRegions(d.pool, d.redis, regionStatus, d.logger))
 	metricsMux := mux
 	if d.metrics != nil {
 		metricsMux = d.metrics
@@ -203,6 +235,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Health:         health,
 		TrustedProxies: d.cfg.TrustedProxies,
 		SignIn:         signInPolicy(d.cfg),
+		Regions:        regionSource,
+		RegionUsage:    regionUsage,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {
@@ -221,18 +255,77 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
+// openRegions wraps limiter for the region settings and opens a store on
+// each peer's Redis (sync publishes to it; share only shows its state and
+// usage on the dashboard). An unreachable peer does not stop
+// the start: the region enforces its share until the peer answers.
+func openRegions(d serverDeps, limiter enforce.Store) (*region.Store, map[string]web.UsageReader, func(), error) {
+	var (
+		peers   []region.PeerStore
+		usage   = map[string]web.UsageReader{}
+		closers []func()
+	)
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, p := range d.cfg.PeerRedisURLs {
+		opts, _, err := redisOptions(p.URL)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("PORTAL_PEER_REDIS_URLS: region %s: %w", p.Name, err)
+		}
+		opts.ReadTimeout, opts.WriteTimeout = d.cfg.RedisTimeout, d.cfg.RedisTimeout
+		client := redis.NewUniversalClient(opts)
+		closers = append(closers, func() { _ = client.Close() })
+		store, err := enforce.NewRedisStore(client, enforce.RedisOptions{
+			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, DisableUsage: true,
+		})
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("PORTAL_PEER_REDIS_URLS: region %s: load the rate-limit script: %w", p.Name, err)
+		}
+		closers = append(closers, func() { _ = store.Close() })
+		usage[p.Name] = store
+		timeout := d.cfg.RedisTimeout
+		peers = append(peers, region.PeerStore{Name: p.Name, Charger: store, Ping: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return client.Ping(ctx).Err()
+		}})
+	}
+	rs, err := region.New(limiter, d.cfg.Region, peers, d.logger)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, fmt.Errorf("PORTAL_REGION_MODE: %w", err)
+	}
+	d.logger.Info("regions: "+string(d.cfg.Region.Mode), "region", d.cfg.Region.Region, "peers", len(peers), "sync_interval", d.cfg.Region.Interval)
+	return rs, usage, closeAll, nil
+}
+
 // readiness is the /readyz body.
 type readiness struct {
 	Status string `json:"status"`
 	// Failing names each dependency that did not answer, e.g. "postgres".
-	Failing []string          `json:"failing,omitempty"`
-	Checks  map[string]string `json:"checks"`
+	Failing []string `json:"failing,omitempty"`
+	// Degraded names each peer region that did not answer (sync mode):
+	// the portal still serves, holding to its share of every limit, so
+	// the status is "degraded" with a 200, not a failure.
+	Degraded []string          `json:"degraded,omitempty"`
+	Checks   map[string]string `json:"checks"`
 }
 
 // readyz answers 200 when Postgres (and Redis, when configured) answer
 // within a second, and 503 naming the failing dependency otherwise. Error
 // details go to the log, not to the (unauthenticated) response.
 func readyz(pool *pgxpool.Pool, rdb redis.UniversalClient, logger *slog.Logger) http.Handler {
+	return readyzRegions(pool, rdb, nil, logger)
+}
+
+// readyzRegions is readyz that also names each peer region the last sync
+// round could not reach (regions may be nil): status "degraded", still 200.
+func readyzRegions(pool *pgxpool.Pool, rdb redis.UniversalClient, regions func() region.Status, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
@@ -251,9 +344,30 @@ func readyz(pool *pgxpool.Pool, rdb redis.UniversalClient, logger *slog.Logger) 
 		if rdb != nil {
 			check("redis", rdb.Ping(ctx).Err())
 		}
+		// Peers as the last sync round found them: asking them here would
+		// make the probe wait on another region's network.
+		var st region.Status
+		if regions != nil {
+			st = regions()
+		}
+		for _, p := range st.Peers {
+			name := "region:" + p.Name
+			if p.Reachable {
+				res.Checks[name] = "ok"
+				continue
+			}
+			res.Checks[name] = "unreachable"
+			if st.Mode != region.Sync {
+				continue // share never needed it to enforce
+			}
+			res.Degraded = append(res.Degraded, name)
+			if res.Status == "ok" {
+				res.Status = "degraded"
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		if res.Status != "ok" {
+		if len(res.Failing) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		_ = json.NewEncoder(w).Encode(res)

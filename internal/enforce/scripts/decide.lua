@@ -13,7 +13,8 @@
 --             leaky bucket in queue mode), limit, window us, burst, cost; sent
 --             once per call however many requests use it
 -- then per request, from ARGV[p]:
---   ARGV[p]   'a' consumes (Allow), 'p' only evaluates (Peek), a number k >= 2
+--   ARGV[p]   'a' consumes (Allow), 'p' only evaluates (Peek), 'f' consumes
+--             whatever remains (Charge), a number k >= 2
 --             decides k identical Allow requests one after the other, as k
 --             requests in a row would (the caller coalesces concurrent ones)
 --   ARGV[p+1] n, the number of the request's limits
@@ -424,7 +425,7 @@ while p <= nargs do
   KB, K = q, KEYS[q]
   consume = mode ~= 'p'
   k = 1
-  if consume and mode ~= 'a' then k = tonumber(mode) end
+  if consume and mode ~= 'a' and mode ~= 'f' then k = tonumber(mode) end
   -- the request's limits into V, counting its sliding logs, each two keys
   -- after its hash
   local logs = 0
@@ -432,6 +433,12 @@ while p <= nargs do
     local d, v = 6 * ARGV[p + 1 + i] - 6, 6 * i - 6
     V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6]
     if D[d + 1] == 'swl' then logs = logs + 1 end
+    if mode == 'f' then
+      -- A charge counts consumption made elsewhere (another region) whatever
+      -- remains here: a ceiling no state reaches admits it, and a bucket's
+      -- rate, which prices the cost, stays.
+      if V[v + 1] == 'tb' or V[v + 1] == 'lb' or V[v + 1] == 'lq' then V[v + 4] = 1e15 else V[v + 2] = 1e15 end
+    end
   end
   if p == 3 + 6 * m and p + 1 + n >= nargs then
     -- the only request: its error is the script's
