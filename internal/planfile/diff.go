@@ -135,7 +135,7 @@ func final(current state, file File, prune bool) state {
 
 // diff lists the changes from a to b, services first, each kind by slug.
 func diff(a, b state) []Change {
-	var out []Change
+	out := []Change{}
 	for _, slug := range unionKeys(a.services, b.services) {
 		from, inA := a.services[slug]
 		to, inB := b.services[slug]

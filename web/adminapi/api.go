@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/optokens"
+	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/users"
@@ -58,8 +59,10 @@ type api struct {
 	users  *users.Repo
 	// services is over Pool: no Deps field, so wiring stays unchanged.
 	services *services.Repo
-	logger   *slog.Logger
-	now      func() time.Time
+	// planfiles is over Pool and the routes Plans takes, for the same reason.
+	planfiles *planfile.Store
+	logger    *slog.Logger
+	now       func() time.Time
 }
 
 // New returns the admin API handler. Mount it at Prefix+"/":
@@ -94,6 +97,7 @@ func newAPI(d Deps) *api {
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
 		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
+		planfiles: planfile.NewStore(d.Pool, d.Plans.Routes()),
 	}
 }
 
