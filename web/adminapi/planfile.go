@@ -10,8 +10,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/planfile"
-	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/playground"
 )
 
 // exportPlansFile is GET /plans-file?format=yaml|json: every plan, tier,
