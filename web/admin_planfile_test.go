@@ -1,0 +1,93 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/plans"
+)
+
+func TestPlansFilePages(t *testing.T) {
+	e := newEnv(t)
+	e.createPlan("gold", plans.LimitInput{Name: "search", Route: "GET /api/search", Algorithm: "token_bucket", Limit: 10, WindowSeconds: 60})
+	c := e.signedIn(operatorEmail)
+
+	res := c.get("/admin/plans/file/export?format=yaml", nil)
+	if res.StatusCode != http.StatusOK || !strings.Contains(res.body, "slug: gold") || !strings.Contains(res.Header.Get("Content-Disposition"), "plans.yaml") {
+		t.Fatalf("export: %d %s", res.StatusCode, res.body)
+	}
+	edited := strings.Replace(res.body, "limit: 10\n", "limit: 25\n", 1)
+
+	res = c.post("/admin/plans/file/preview", url.Values{"text": {edited}}, nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "planfile-diff"), "~ limits[search].limit: 10 -> 25") {
+		t.Fatalf("preview: %d %s", res.StatusCode, text(d, "planfile-diff"))
+	}
+	base, _ := d.Find(`input[name="base"]`).Attr("value")
+	carried, _ := d.Find(`form[action="/admin/plans/file/apply"] input[name="text"]`).Attr("value")
+	if base == "" || carried != edited {
+		t.Fatalf("the apply form does not carry the previewed file and its base")
+	}
+
+	t.Run("RefusedFileShowsLineAndField", func(t *testing.T) {
+		res := c.post("/admin/plans/file/preview", url.Values{"text": {"version: 1\nplans:\n  - slug: x\n    name: X\n    is_default: maybe\n"}}, nil)
+		d := res.doc(t)
+		if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(text(d, "planfile-problem"), "uploaded file:5: plans[0].is_default") {
+			t.Fatalf("%d %q", res.StatusCode, text(d, "planfile-problem"))
+		}
+	})
+	t.Run("CrossSiteApplyRefused", func(t *testing.T) {
+		res := c.post("/admin/plans/file/apply", url.Values{"text": {edited}, "base": {base}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
+		if res.StatusCode != http.StatusForbidden {
+			t.Fatalf("cross-site apply: %d", res.StatusCode)
+		}
+	})
+
+	res = c.post("/admin/plans/file/apply", url.Values{"text": {edited}, "base": {base}}, nil)
+	if d := res.doc(t); res.StatusCode != http.StatusOK || count(d, "planfile-applied") != 1 {
+		t.Fatalf("apply: %d %s", res.StatusCode, res.body)
+	}
+	res = c.post("/admin/plans/file/apply", url.Values{"text": {strings.Replace(edited, "limit: 25\n", "limit: 30\n", 1)}, "base": {base}}, nil)
+	if d := res.doc(t); res.StatusCode != http.StatusConflict || count(d, "planfile-conflict") != 1 || !strings.Contains(text(d, "planfile-diff"), "25 -> 30") {
+		t.Fatalf("apply on a stale preview: %d", res.StatusCode)
+	}
+	if res := e.anonymous().get("/admin/plans/file/export", nil); res.StatusCode == http.StatusOK {
+		t.Fatal("anonymous export")
+	}
+	if res := e.anonymous().get("/docs/plans.schema.json", nil); res.StatusCode != http.StatusOK || !strings.Contains(res.body, `"$schema"`) {
+		t.Fatalf("schema: %d", res.StatusCode)
+	}
+}
+
+func TestPlaygroundPage(t *testing.T) {
+	e := newEnv(t)
+	gold := e.createPlan("gold")
+	c := e.signedIn(operatorEmail)
+	res := c.get("/admin/playground?preset=token-bucket-seed&algorithm=token_bucket&limit=2&window_seconds=1&burst=10", nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusOK || count(d, "playground-run") != 5 {
+		t.Fatalf("replay: %d, %d runs", res.StatusCode, count(d, "playground-run"))
+	}
+	first := d.Find(`[data-testid="playground-run"]`).First()
+	if a, _ := first.Attr("data-algorithm"); a != "token_bucket" ||
+		strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "11" ||
+		strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "1" {
+		t.Fatalf("token bucket run: %s", first.Text())
+	}
+	res = c.get("/admin/playground?preset=steady&algorithm=fixed_window&limit=0&window_seconds=60", nil)
+	if d := res.doc(t); res.StatusCode != http.StatusUnprocessableEntity || text(d, "error-limit") == "" {
+		t.Fatalf("bad limit: %d", res.StatusCode)
+	}
+	res = c.post("/admin/playground/save", url.Values{"plan_id": {strconv.FormatInt(gold.ID, 10)}, "name": {"burst"}, "algorithm": {"token_bucket"},
+		"limit": {"2"}, "window_seconds": {"1"}, "burst": {"10"}}, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d %s", res.StatusCode, res.body)
+	}
+	p, err := e.plans.Get(t.Context(), gold.ID)
+	if err != nil || len(p.Limits) != 1 || p.Limits[0].Name != "burst" || p.Limits[0].Burst != 10 {
+		t.Fatalf("saved tier: %v %+v", err, p.Limits)
+	}
+}
