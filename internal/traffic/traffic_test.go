@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
-	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/internal/traffic"
 )
