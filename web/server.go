@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
+	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -50,6 +51,8 @@ type Deps struct {
 	TrustedProxies []netip.Prefix
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Traffic, when set, is the recorded traffic the playground replays.
+	Traffic *traffic.Recorder
 }
 
 // UsageReader reads the engine's admitted and rejected counts per subject,

@@ -83,6 +83,9 @@ type Config struct {
 	Demo bool
 	// ShutdownTimeout bounds the graceful shutdown (PORTAL_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
+	// TrafficRecording keeps the last 24 hours of arrivals for the
+	// playground (PORTAL_TRAFFIC_RECORDING, -traffic-recording).
+	TrafficRecording bool
 }
 
 // defaultAdminEmail is the bootstrap operator's email when none is set.
@@ -253,6 +256,12 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				var err error
 				c.Demo, err = strconv.ParseBool(v)
+				return err
+			}},
+		{env: "PORTAL_TRAFFIC_RECORDING", flag: "traffic-recording", def: "true", accepts: "true or false", boolFlag: true,
+			set: func(c *Config, v string) error {
+				var err error
+				c.TrafficRecording, err = strconv.ParseBool(v)
 				return err
 			}},
 		{env: "PORTAL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", accepts: "a duration from 1s to 10m, e.g. 15s",

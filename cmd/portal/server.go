@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/snapshot"
+	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/web"
 	"github.com/sluicehq/sluice/web/adminapi"
@@ -115,7 +116,21 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	go func() { defer wg.Done(); _ = holder.Run(bg) }()
 	go func() { defer wg.Done(); _ = lastUsed.Run(bg) }()
 
-	mw := enforce.NewMiddleware(limiter, holder, enforce.MiddlewareOptions{
+	// The playground's recorded traffic: every decision the middleware
+	// asks for is an arrival, recorded off the request path.
+	decider := limiter
+	var recorder *traffic.Recorder
+	if d.cfg.TrafficRecording {
+		var sink traffic.Sink = traffic.NewMemorySink()
+		if d.redis != nil {
+			sink = traffic.NewRedisSink(d.redis, d.cfg.RedisPrefix)
+		}
+		recorder = traffic.NewRecorder(sink, traffic.Options{Logger: d.logger})
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = recorder.Run(bg) }()
+		decider = traffic.Wrap(limiter, recorder)
+	}
+	mw := enforce.NewMiddleware(decider, holder, enforce.MiddlewareOptions{
 		TrustedProxies: d.cfg.TrustedProxies,
 		Logger:         d.logger,
 		Registerer:     metrics,
@@ -147,12 +162,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
 	}
 	mux.Handle(adminapi.Prefix+"/", adminapi.New(adminapi.Deps{
-		Plans:  planSvc,
-		Keys:   keySvc,
-		Tokens: optokens.NewStore(d.pool, d.cfg.AdminToken),
-		Store:  limiter,
-		Pool:   d.pool,
-		Logger: d.logger,
+		Plans:   planSvc,
+		Keys:    keySvc,
+		Tokens:  optokens.NewStore(d.pool, d.cfg.AdminToken),
+		Store:   limiter,
+		Pool:    d.pool,
+		Logger:  d.logger,
+		Traffic: recorder,
 	}))
 	// The browser surfaces: /admin/ (operators), /app/ and /signup
 	// (developers), /docs, /static/, sign-in.
@@ -167,6 +183,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Usage:          counters,
 		Health:         health,
 		TrustedProxies: d.cfg.TrustedProxies,
+		Traffic:        recorder,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

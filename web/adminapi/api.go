@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
+	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -48,6 +49,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now is the clock used to report key states (default time.Now).
 	Now func() time.Time
+	// Traffic, when set, is the recorded traffic the playground replays
+	// (nil when PORTAL_TRAFFIC_RECORDING is off).
+	Traffic *traffic.Recorder
 }
 
 type api struct {
@@ -61,6 +65,7 @@ type api struct {
 	services *services.Repo
 	// planfiles is over Pool and the routes Plans takes, for the same reason.
 	planfiles *planfile.Store
+	traffic   *traffic.Recorder
 	logger    *slog.Logger
 	now       func() time.Time
 }
@@ -97,7 +102,7 @@ func newAPI(d Deps) *api {
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
 		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
-		planfiles: planfile.NewStore(d.Pool, d.Plans.Routes()),
+		planfiles: planfile.NewStore(d.Pool, d.Plans.Routes()), traffic: d.Traffic,
 	}
 }
 

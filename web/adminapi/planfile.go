@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
+	"github.com/sluicehq/sluice/internal/traffic"
 )
 
 // exportPlansFile is GET /plans-file?format=yaml|json: every plan, tier,
@@ -137,14 +138,51 @@ func invalidParam(name, msg string) error {
 	return &validationError{fields: []FieldError{{Field: name, Message: msg}}}
 }
 
-// playgroundBody is a replay request: a preset, or tiers over arrivals.
+// playgroundBody is a replay request: a preset, recorded traffic, or tiers
+// over given arrivals.
 type playgroundBody struct {
 	// Preset names a synthetic scenario; Tiers, when also given, replace
 	// its tier.
-	Preset     string               `json:"preset"`
+	Preset string `json:"preset"`
+	// Recorded replays a route's recorded arrivals.
+	Recorded   *recordedBody        `json:"recorded"`
 	Tiers      []plans.LimitInput   `json:"tiers"`
 	Algorithms []enforce.Algorithm  `json:"algorithms"`
 	Arrivals   []playground.Arrival `json:"arrivals"`
+}
+
+// recordedBody chooses recorded traffic: a route, optionally some of its
+// subjects, over the last Hours hours (default and at most 24).
+type recordedBody struct {
+	Route    string   `json:"route"`
+	Subjects []string `json:"subjects"`
+	Hours    int      `json:"hours"`
+}
+
+// replayAnswer is a report, with how the recorded traffic was sampled
+// when it was replayed.
+type replayAnswer struct {
+	playground.Report
+	Recorded *traffic.Recorded `json:"recorded,omitempty"`
+}
+
+type routeList struct {
+	Items []string `json:"items"`
+}
+
+// listRecordedRoutes is GET /playground/routes: the routes with recorded
+// traffic.
+func (a *api) listRecordedRoutes(w http.ResponseWriter, r *http.Request) {
+	routes := []string{}
+	if a.traffic != nil {
+		rs, err := a.traffic.Routes(r.Context())
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		routes = append(routes, rs...)
+	}
+	writeJSON(w, http.StatusOK, routeList{Items: routes})
 }
 
 type presetList struct {
@@ -174,6 +212,32 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request) {
 			sc.Tiers = []plans.LimitInput{p.Tier}
 		}
 	}
+	var recorded *traffic.Recorded
+	if body.Recorded != nil {
+		rb := body.Recorded
+		switch {
+		case a.traffic == nil:
+			a.fail(w, r, invalidParam("recorded", "traffic recording is off (PORTAL_TRAFFIC_RECORDING=false)"))
+			return
+		case rb.Route == "":
+			a.fail(w, r, invalidParam("recorded.route", "is required"))
+			return
+		case rb.Hours < 0 || rb.Hours > 24:
+			a.fail(w, r, invalidParam("recorded.hours", "must be from 1 to 24 (0 means 24)"))
+			return
+		}
+		hours := rb.Hours
+		if hours == 0 {
+			hours = 24
+		}
+		rec, err := a.traffic.Load(r.Context(), rb.Route, a.now().Add(-time.Duration(hours)*time.Hour))
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		sc.Arrivals = rec.Arrivals(rb.Subjects...)
+		recorded = &rec
+	}
 	rep, err := playground.Replay(r.Context(), sc)
 	if errors.Is(err, playground.ErrInvalid) {
 		a.fail(w, r, invalidParam("scenario", err.Error()))
@@ -183,5 +247,5 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, http.StatusOK, replayAnswer{Report: rep, Recorded: recorded})
 }

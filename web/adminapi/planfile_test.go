@@ -1,11 +1,15 @@
 package adminapi
 
 import (
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/playground"
+	"github.com/sluicehq/sluice/internal/traffic"
 )
 
 func TestPlansFile(t *testing.T) {
@@ -110,5 +114,44 @@ func TestPlayground(t *testing.T) {
 				t.Fatalf("%d %s", res.status, res.body)
 			}
 		})
+	}
+}
+
+func TestPlaygroundRecordedTraffic(t *testing.T) {
+	e := newEnv(t)
+	_, token := e.operator("op@example.com")
+	rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
+	withTraffic := *e
+	withTraffic.srv = httptest.NewServer(New(Deps{
+		Plans: e.plans, Keys: e.keys, Tokens: e.tokens, Store: e.store, Pool: e.pool,
+		Logger: slog.New(slog.DiscardHandler), Traffic: rec,
+	}))
+	t.Cleanup(withTraffic.srv.Close)
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for i := range 12 {
+		rec.Record("GET /api/search", "key:7", at.Add(time.Duration(i/11)*time.Second))
+	}
+	rec.Flush(t.Context())
+
+	res := withTraffic.do("GET", Prefix+"/playground/routes", token, nil)
+	var routes routeList
+	res.decode(t, &routes)
+	if res.status != http.StatusOK || len(routes.Items) != 1 || routes.Items[0] != "GET /api/search" {
+		t.Fatalf("routes: %d %s", res.status, res.body)
+	}
+	res = withTraffic.do("POST", Prefix+"/playground", token, map[string]any{
+		"recorded": map[string]any{"route": "GET /api/search", "hours": 1},
+		"tiers":    []map[string]any{{"name": "search", "route": "GET /api/search", "algorithm": "fixed_window", "limit": 10, "window_seconds": 60}},
+	})
+	var ans replayAnswer
+	res.decode(t, &ans)
+	if res.status != http.StatusOK || len(ans.Runs) != 5 || ans.Runs[0].Admitted != 10 || ans.Runs[0].Rejected != 2 ||
+		ans.Recorded == nil || ans.Recorded.Subjects["key:7"] != traffic.KindFull {
+		t.Fatalf("replay of recorded traffic: %d %s", res.status, res.body)
+	}
+	// Without a recorder, asking for recorded traffic is a 400 naming it.
+	res = e.do("POST", Prefix+"/playground", token, map[string]any{"recorded": map[string]any{"route": "GET /api/search"}, "preset": "steady"})
+	if p := res.problem(t); res.status != http.StatusBadRequest || p.Errors[0].Field != "recorded" {
+		t.Fatalf("recorded without a recorder: %d %s", res.status, res.body)
 	}
 }

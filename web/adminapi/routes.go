@@ -34,6 +34,7 @@ func (a *api) routes() []route {
 		{"POST", p + "/plans-file/diff", "diffPlansFile", a.diffPlansFile, false},
 		{"POST", p + "/plans-file/apply", "applyPlansFile", a.applyPlansFileHandler, false},
 		{"GET", p + "/playground/presets", "listPlaygroundPresets", a.listPresets, false},
+		{"GET", p + "/playground/routes", "listRecordedRoutes", a.listRecordedRoutes, false},
 		{"POST", p + "/playground", "replayPlayground", a.replay, false},
 
 		{"GET", p + "/services", "listServices", a.listServices, false},
