@@ -6,8 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/traffic"
+	"github.com/sluicehq/sluice/web"
 )
 
 func TestPlansFilePages(t *testing.T) {
@@ -89,5 +92,26 @@ func TestPlaygroundPage(t *testing.T) {
 	p, err := e.plans.Get(t.Context(), gold.ID)
 	if err != nil || len(p.Limits) != 1 || p.Limits[0].Name != "burst" || p.Limits[0].Burst != 10 {
 		t.Fatalf("saved tier: %v %+v", err, p.Limits)
+	}
+}
+
+func TestPlaygroundRecordedTraffic(t *testing.T) {
+	rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
+	e := newEnvWith(t, func(d *web.Deps) { d.Traffic = rec })
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for range 15 {
+		rec.Record("GET /api/search", "key:7", at)
+	}
+	rec.Flush(t.Context())
+	c := e.signedIn(operatorEmail)
+	q := url.Values{"preset": {"recorded:GET /api/search"}, "algorithm": {"fixed_window"}, "limit": {"10"}, "window_seconds": {"60"}}
+	res := c.get("/admin/playground?"+q.Encode(), nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "playground-sampling"), "1 subjects recorded in full") {
+		t.Fatalf("recorded replay: %d %q", res.StatusCode, text(d, "playground-sampling"))
+	}
+	first := d.Find(`[data-testid="playground-run"]`).First()
+	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "10" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "5" {
+		t.Fatalf("fixed window over 15 recorded arrivals: %s", first.Text())
 	}
 }

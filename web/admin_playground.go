@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
+	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/views"
 )
 
@@ -17,12 +20,27 @@ import (
 func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := views.PlaygroundPage{Presets: playground.Presets(), Preset: q.Get("preset"), Errors: views.FieldErrors{}}
+	if s.deps.Traffic != nil {
+		routes, err := s.deps.Traffic.Routes(r.Context())
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		v.Routes = routes
+	}
+	route, recorded := strings.CutPrefix(v.Preset, "recorded:")
+	recorded = recorded && slices.Contains(v.Routes, route)
 	preset, ok := playground.PresetBySlug(v.Preset)
 	if !ok {
 		preset = v.Presets[0]
-		v.Preset = preset.Slug
+		if !recorded {
+			v.Preset = preset.Slug
+		}
 	}
 	v.Tier = preset.Tier
+	if recorded {
+		v.Tier.Route = route
+	}
 	status := http.StatusOK
 	if q.Has("preset") {
 		if a := q.Get("algorithm"); a != "" {
@@ -49,6 +67,15 @@ func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 		if len(v.Errors) == 0 {
 			sc := preset.Scenario(s.now().Truncate(time.Minute))
 			sc.Tiers = []plans.LimitInput{v.Tier}
+			if recorded {
+				rec, err := s.deps.Traffic.Load(r.Context(), route, s.now().Add(-traffic.Retention))
+				if err != nil {
+					s.error(w, r, err)
+					return
+				}
+				sc.Arrivals = rec.Arrivals()
+				v.Recorded = &rec
+			}
 			rep, err := playground.Replay(r.Context(), sc)
 			if err != nil {
 				s.error(w, r, err)
