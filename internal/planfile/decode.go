@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"regexp"
 	"slices"
 	"strconv"
@@ -265,11 +266,47 @@ func (p *Parsed) schemaProblems(ve *jsonschema.ValidationError) []Problem {
 			}
 			return
 		}
-		out = append(out, p.problem(field, "%s", e.ErrorKind.LocalizedString(printer)))
+		out = append(out, p.problem(field, "%s", describeKind(e.ErrorKind, printer)))
 	}
 	visit(ve)
 	slices.SortStableFunc(out, func(a, b Problem) int { return a.Line - b.Line })
 	return slices.CompactFunc(out, func(a, b Problem) bool { return a == b })
+}
+
+// describeKind words the schema's common errors for people; the library's
+// own wording prints numbers as 2.6784×10⁰⁶.
+func describeKind(k jsonschema.ErrorKind, printer *message.Printer) string {
+	num := func(r *big.Rat) string {
+		if r.IsInt() {
+			return r.Num().String()
+		}
+		return r.FloatString(3)
+	}
+	switch k := k.(type) {
+	case *kind.Minimum:
+		return fmt.Sprintf("must be at least %s, not %s", num(k.Want), num(k.Got))
+	case *kind.Maximum:
+		return fmt.Sprintf("must be at most %s, not %s", num(k.Want), num(k.Got))
+	case *kind.Type:
+		return fmt.Sprintf("must be %s, not %s", strings.Join(k.Want, " or "), k.Got)
+	case *kind.Enum:
+		want := make([]string, len(k.Want))
+		for i, w := range k.Want {
+			want[i] = fmt.Sprintf("%q", w)
+		}
+		return fmt.Sprintf("must be one of %s, not %q", strings.Join(want, ", "), fmt.Sprint(k.Got))
+	case *kind.Const:
+		return fmt.Sprintf("must be %v", k.Want)
+	case *kind.Pattern:
+		return fmt.Sprintf("%q does not match %s", k.Got, k.Want)
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d characters", k.Want)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters, not %d", k.Want, k.Got)
+	case *kind.MaxItems:
+		return fmt.Sprintf("at most %d items, not %d", k.Want, k.Got)
+	}
+	return k.LocalizedString(printer)
 }
 
 func join(path, name string) string {
