@@ -13,7 +13,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/planfile"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
+	"github.com/sluicehq/sluice/internal/traffic"
 )
 
 const plansUsage = "plans export [--format yaml|json] [-o FILE] | diff [--prune] FILE | apply [--prune] [--dry-run] FILE"
@@ -154,15 +156,23 @@ func readPlanFile(name string) ([]byte, error) {
 	return b, nil
 }
 
-const playgroundUsage = "playground [--preset SLUG] [--algorithms a,b,...] (without --preset: list the presets)"
+const playgroundUsage = "playground [--preset SLUG | --route PATTERN [--subjects a,b] [--hours N]] [--algorithm A --limit N --window-seconds S --burst B] [--algorithms a,b,...] (without either: list the presets)"
 
-// runPlayground is `portal playground`: replays a preset against its tier,
-// every algorithm side by side, and prints the counts. It needs no store.
-func runPlayground(ctx context.Context, args []string, stdout io.Writer) error {
+// runPlayground is `portal playground`: replays a preset, or a route's
+// recorded traffic (in Redis: REDIS_URL), against a tier, every algorithm
+// side by side, and prints the counts.
+func runPlayground(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("playground", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	preset := fs.String("preset", "", "the preset to replay")
+	route := fs.String("route", "", "replay this route's recorded traffic")
+	subjects := fs.String("subjects", "", "comma-separated subjects of the recorded traffic (default all)")
+	hours := fs.Int("hours", 24, "how many hours of recorded traffic (1 to 24)")
 	algos := fs.String("algorithms", "", "comma-separated algorithms to compare (default all)")
+	algorithm := fs.String("algorithm", "", "the tier's algorithm (default the preset's)")
+	limit := fs.Int64("limit", 0, "the tier's limit (default the preset's)")
+	window := fs.Int64("window-seconds", 0, "the tier's window (default the preset's)")
+	burst := fs.Int64("burst", -1, "the tier's burst (default the preset's)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil || len(pos) > 0 {
 		if err == nil {
@@ -170,17 +180,66 @@ func runPlayground(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return usageError{fmt.Errorf("playground: %w; usage: portal %s", err, playgroundUsage)}
 	}
-	if *preset == "" {
+	if *preset == "" && *route == "" {
 		for _, p := range playground.Presets() {
 			fmt.Fprintf(stdout, "%-24s %s\n", p.Slug, p.Name)
 		}
 		return nil
 	}
-	p, ok := playground.PresetBySlug(*preset)
-	if !ok {
-		return usageError{fmt.Errorf("playground --preset %q: no such preset; run portal playground to list them", *preset)}
+	if *preset != "" && *route != "" {
+		return usageError{errors.New("playground: --preset or --route, not both")}
+	}
+	if *hours < 1 || *hours > 24 {
+		return usageError{fmt.Errorf("playground --hours %d: want 1 to 24", *hours)}
+	}
+	p := playground.Presets()[0]
+	if *preset != "" {
+		var ok bool
+		if p, ok = playground.PresetBySlug(*preset); !ok {
+			return usageError{fmt.Errorf("playground --preset %q: no such preset; run portal playground to list them", *preset)}
+		}
+	}
+	tier := p.Tier
+	if *algorithm != "" {
+		tier.Algorithm = *algorithm
+	}
+	if *limit != 0 {
+		tier.Limit = *limit
+	}
+	if *window != 0 {
+		tier.WindowSeconds = *window
+	}
+	if *burst >= 0 {
+		tier.Burst = *burst
 	}
 	sc := p.Scenario(time.Now().Truncate(time.Minute))
+	var recorded *traffic.Recorded
+	if *route != "" {
+		if cfg.RedisURL == "" {
+			return usageError{errors.New("playground --route: without REDIS_URL the recorded traffic lives in the serving portal's memory; replay it in the dashboard (/admin/playground) or the admin API")}
+		}
+		rdb, _, err := openRedis(ctx, cfg.RedisURL)
+		if err != nil {
+			return fmt.Errorf("REDIS_URL: %w", err)
+		}
+		defer rdb.Close()
+		rec, err := traffic.NewRecorder(traffic.NewRedisSink(rdb, cfg.RedisPrefix), traffic.Options{}).
+			Load(ctx, *route, time.Now().Add(-time.Duration(*hours)*time.Hour))
+		if err != nil {
+			return err
+		}
+		var only []string
+		if *subjects != "" {
+			only = strings.Split(*subjects, ",")
+		}
+		sc.Arrivals = rec.Arrivals(only...)
+		tier.Route = *route
+		recorded = &rec
+		p.Name = "Recorded traffic of " + *route
+		p.Description = fmt.Sprintf("%d arrivals of %d subjects over the last %d hours", len(sc.Arrivals), len(rec.Series), *hours)
+	}
+	p.Tier = tier
+	sc.Tiers = []plans.LimitInput{tier}
 	if *algos != "" {
 		for _, a := range strings.Split(*algos, ",") {
 			algo := enforce.Algorithm(strings.TrimSpace(a))
@@ -191,10 +250,28 @@ func runPlayground(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	rep, err := playground.Replay(ctx, sc)
+	if errors.Is(err, playground.ErrInvalid) {
+		return usageError{fmt.Errorf("playground: %w", err)}
+	}
 	if err != nil {
 		return err
 	}
-	return printReport(stdout, p, rep)
+	if err := printReport(stdout, p, rep); err != nil {
+		return err
+	}
+	if recorded != nil {
+		full, sampled := 0, 0
+		for _, k := range recorded.Subjects {
+			if k == traffic.KindFull {
+				full++
+			} else {
+				sampled++
+			}
+		}
+		_, err = fmt.Fprintf(stdout, "sampling: %d subjects in full, %d sampled (one in %d outside the busiest), %d arrivals of other subjects not recorded\n",
+			full, sampled, recorded.SampleEvery, recorded.Unrecorded)
+	}
+	return err
 }
 
 func printReport(w io.Writer, p playground.Preset, rep playground.Report) error {

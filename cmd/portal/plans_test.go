@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/traffic"
 )
 
 // TestPlansCommands runs export, diff and apply as an operator would: an
@@ -79,5 +81,35 @@ func TestPlaygroundCommand(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "token_bucket *                  11         1         1") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+// TestPlaygroundCommandRecorded replays traffic recorded in Redis, as a
+// serving portal with the same REDIS_URL and prefix would have written it.
+func TestPlaygroundCommandRecorded(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	rec := traffic.NewRecorder(traffic.NewRedisSink(rdb, prefix), traffic.Options{})
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for range 15 {
+		rec.Record("GET /api/search", "key:7", at)
+	}
+	rec.Flush(context.Background())
+	env := baseEnv(t)
+	env["REDIS_URL"] = testenv.RedisURL(t)
+	env["PORTAL_REDIS_PREFIX"] = prefix
+	var out strings.Builder
+	err := run(context.Background(), []string{"portal", "playground", "--route", "GET /api/search", "--hours", "1",
+		"--algorithm", "fixed_window", "--limit", "10", "--window-seconds", "60", "--burst", "0", "--algorithms", "fixed_window"}, envOf(env), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fixed_window *                  10         5         1", "sampling: 1 subjects in full, 0 sampled"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	delete(env, "REDIS_URL")
+	if err := run(context.Background(), []string{"portal", "playground", "--route", "GET /api/search"}, envOf(env), &out); err == nil || !strings.Contains(err.Error(), "REDIS_URL") {
+		t.Errorf("without REDIS_URL: %v", err)
 	}
 }

@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case "plans":
 		return runPlans(ctx, cfg, left, stdout)
 	case "playground":
-		return runPlayground(ctx, left, stdout)
+		return runPlayground(ctx, cfg, left, stdout)
 	}
 	return serve(ctx, cfg, logger, stdout)
 }
