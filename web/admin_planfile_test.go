@@ -80,6 +80,16 @@ func TestPlaygroundPage(t *testing.T) {
 		strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "1" {
 		t.Fatalf("token bucket run: %s", first.Text())
 	}
+	// An existing tier as the starting point: a token bucket of 2/s with a
+	// burst of 10 on its route replays the seed example exactly.
+	e.createPlan("silver", plans.LimitInput{Name: "seed", Route: "GET /api/search", Algorithm: "token_bucket", Limit: 2, WindowSeconds: 1, Burst: 10})
+	res = c.get("/admin/playground?preset=token-bucket-seed&from=silver/seed", nil)
+	d = res.doc(t)
+	first = d.Find(`[data-testid="playground-run"]`).First()
+	if res.StatusCode != http.StatusOK || strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "11" ||
+		d.Find(`[data-testid="playground-from"] option[selected]`).AttrOr("value", "") != "silver/seed" {
+		t.Fatalf("replay of an existing tier: %d %s", res.StatusCode, first.Text())
+	}
 	res = c.get("/admin/playground?preset=steady&algorithm=fixed_window&limit=0&window_seconds=60", nil)
 	if d := res.doc(t); res.StatusCode != http.StatusUnprocessableEntity || text(d, "error-limit") == "" {
 		t.Fatalf("bad limit: %d", res.StatusCode)

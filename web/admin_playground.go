@@ -38,11 +38,32 @@ func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	v.Tier = preset.Tier
+	list, err := s.deps.Plans.List(r.Context())
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	v.Plans = list
+	// An existing tier, chosen as the starting point ("plan/tier").
+	from := q.Get("from")
+	if from != "" {
+		v.From = from
+		planSlug, tierName, _ := strings.Cut(from, "/")
+		for _, pl := range list {
+			for _, l := range pl.Limits {
+				if pl.Slug == planSlug && l.Name == tierName {
+					v.Tier = l.Input()
+				}
+			}
+		}
+	}
+	// Synthetic arrivals name no route: the tier applies to all of them.
+	v.Tier.Route = ""
 	if recorded {
 		v.Tier.Route = route
 	}
 	status := http.StatusOK
-	if q.Has("preset") {
+	if q.Has("preset") && from == "" {
 		if a := q.Get("algorithm"); a != "" {
 			v.Tier.Algorithm = a
 		}
@@ -59,6 +80,8 @@ func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 		if v.Tier.Algorithm != "token_bucket" && v.Tier.Algorithm != "leaky_bucket" {
 			v.Tier.Burst = 0
 		}
+	}
+	if q.Has("preset") {
 		for _, fe := range plans.ValidateLimit("", v.Tier, []string{v.Tier.Route}) {
 			if _, seen := v.Errors[fe.Field]; !seen {
 				v.Errors[fe.Field] = fe.Message
@@ -82,12 +105,6 @@ func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			v.Report = &rep
-			list, err := s.deps.Plans.List(r.Context())
-			if err != nil {
-				s.error(w, r, err)
-				return
-			}
-			v.Plans = list
 		} else {
 			status = http.StatusUnprocessableEntity
 		}
