@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -266,5 +267,142 @@ SELECT 'dev@example.com', 'x', 'developer', id FROM plans WHERE slug = $1`, used
 	}
 	if after := export(t, s, planfile.JSON); !bytes.Equal(before, after) {
 		t.Fatal("a refused apply changed the state")
+	}
+}
+
+// TestRolesMoveWithinOneApply: the file makes another plan the default
+// (and a new plan the anonymous one); the schema's one-default index holds
+// at every statement, and the plan that had the role, left out of the
+// file, gives it up in the same diff.
+func TestRolesMoveWithinOneApply(t *testing.T) {
+	s, _ := seeded(t)
+	ctx := context.Background()
+	full, err := s.Export(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def, anon, other string
+	for _, p := range full.Plans {
+		switch {
+		case p.IsDefault:
+			def = p.Slug
+		case p.IsAnonymous:
+			anon = p.Slug
+		default:
+			other = p.Slug
+		}
+	}
+	if def == "" || anon == "" || other == "" {
+		t.Fatalf("the demo seed lacks a default, anonymous and other plan: %q %q %q", def, anon, other)
+	}
+	var f planfile.File
+	f.Version = 1
+	for _, p := range full.Plans {
+		if p.Slug == other {
+			p.IsDefault = true
+			f.Plans = append(f.Plans, p)
+		}
+	}
+	f.Plans = append(f.Plans, planfile.Plan{Slug: "guests", Name: "Guests", IsAnonymous: true})
+	b, _ := planfile.Encode(f, planfile.YAML)
+	d, err := s.Apply(ctx, decode(t, "roles.yaml", b), planfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := d.String()
+	for _, want := range []string{"~ plan " + def + "\n    ~ is_default: true -> false", "~ plan " + anon + "\n    ~ is_anonymous: true -> false",
+		"~ plan " + other + "\n    ~ is_default: false -> true", "+ plan guests"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("diff lacks %q:\n%s", want, text)
+		}
+	}
+	after, _ := s.Export(ctx)
+	for _, p := range after.Plans {
+		if p.IsDefault != (p.Slug == other) || p.IsAnonymous != (p.Slug == "guests") {
+			t.Errorf("plan %s: default %v anonymous %v", p.Slug, p.IsDefault, p.IsAnonymous)
+		}
+	}
+}
+
+// TestRouteMovesBetweenServices: one file moves a route from one service
+// to a new one and points a new tier at it; routes are unique across
+// services, so the old owner's routes must go first.
+func TestRouteMovesBetweenServices(t *testing.T) {
+	s, _ := seeded(t)
+	ctx := context.Background()
+	text := string(export(t, s, planfile.YAML))
+	moved := strings.Replace(text, "      - POST /invoices\n", "", 1)
+	if moved == text {
+		t.Fatalf("export lacks the billing route:\n%s", text)
+	}
+	moved = strings.Replace(moved, "services:\n", `services:
+  - slug: ar
+    name: Receivables
+    routes:
+      - POST /invoices
+`, 1) + `  - slug: ar-clients
+    name: AR clients
+    limits:
+      - name: create
+        route: POST /invoices
+        algorithm: fixed_window
+        limit: 5
+        window_seconds: 60
+`
+	if _, err := s.Apply(ctx, decode(t, "moved.yaml", []byte(moved)), planfile.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := s.Export(ctx)
+	owners := map[string]string{}
+	for _, svc := range f.Services {
+		for _, r := range svc.Routes {
+			owners[r] = svc.Slug
+		}
+	}
+	if owners["POST /invoices"] != "ar" || owners["GET /invoices/{id}"] != "billing" {
+		t.Fatalf("route owners after the move: %v", owners)
+	}
+	again, err := s.Diff(ctx, decode(t, "moved.yaml", []byte(moved)), false)
+	if err != nil || !again.Empty() {
+		t.Fatalf("diff after apply: %v %s", err, again)
+	}
+}
+
+// TestConcurrentAppliesOfOneBase: two applies reviewed against the same
+// state race; the lock makes them take turns, so exactly one is written
+// and the other is refused as stale rather than overwriting it.
+func TestConcurrentAppliesOfOneBase(t *testing.T) {
+	s, _ := seeded(t)
+	ctx := context.Background()
+	text := string(export(t, s, planfile.YAML))
+	base, err := s.Diff(ctx, decode(t, "x.yaml", []byte(text)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edits := []string{
+		strings.Replace(text, "name: Billing API", "name: Billing one", 1),
+		strings.Replace(text, "name: Billing API", "name: Billing two", 1),
+	}
+	errs := make(chan error, len(edits))
+	for i, e := range edits {
+		p := decode(t, fmt.Sprintf("edit%d.yaml", i), []byte(e))
+		go func() {
+			_, err := s.Apply(ctx, p, planfile.Options{Base: base.Base})
+			errs <- err
+		}()
+	}
+	var ok, stale int
+	for range edits {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, planfile.ErrConflict):
+			stale++
+		default:
+			t.Fatalf("apply: %v", err)
+		}
+	}
+	if ok != 1 || stale != 1 {
+		t.Fatalf("%d applied, %d refused as stale; want 1 and 1", ok, stale)
 	}
 }
