@@ -47,7 +47,7 @@ func (s *Server) plansFileExport(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	b, err := planfile.Encode(f, format)
+	b, err := planfile.EncodeWithSchema(f, format, s.publicBase(r)+"/docs/plans.schema.json")
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -167,13 +167,16 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("unknown format %q: want yaml or json", s)
 }
 
-// header is the first line of an exported YAML file: editors with the YAML
-// language server read the schema from it.
-const header = "# yaml-language-server: $schema=/docs/plans.schema.json\n"
-
 // Encode writes f in format. The output is a pure function of f, so the same
 // state always exports to the same bytes.
 func Encode(f File, format Format) ([]byte, error) {
+	return EncodeWithSchema(f, format, "")
+}
+
+// EncodeWithSchema is Encode, with a YAML file's first line naming
+// schemaURL (the portal's /docs/plans.schema.json) for editors with the
+// YAML language server; without a URL the line says where the schema is.
+func EncodeWithSchema(f File, format Format, schemaURL string) ([]byte, error) {
 	if format == JSON {
 		b, err := json.MarshalIndent(f, "", "  ")
 		if err != nil {
@@ -182,7 +185,11 @@ func Encode(f File, format Format) ([]byte, error) {
 		return append(b, '\n'), nil
 	}
 	var buf bytes.Buffer
-	buf.WriteString(header)
+	if schemaURL != "" {
+		buf.WriteString("# yaml-language-server: $schema=" + schemaURL + "\n")
+	} else {
+		buf.WriteString("# Sluice plans file; its JSON Schema is the portal's /docs/plans.schema.json\n")
+	}
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(f); err != nil {
