@@ -124,4 +124,11 @@ func TestPlaygroundRecordedTraffic(t *testing.T) {
 	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "10" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "5" {
 		t.Fatalf("fixed window over 15 recorded arrivals: %s", first.Text())
 	}
+	// Narrowed to a subject with no recorded arrivals, nothing is replayed.
+	q.Set("subjects", "key:8")
+	res = c.get("/admin/playground?"+q.Encode(), nil)
+	first = res.doc(t).Find(`[data-testid="playground-run"]`).First()
+	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "0" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "0" {
+		t.Fatalf("recorded traffic of another subject: %s", first.Text())
+	}
 }

@@ -19,7 +19,7 @@ import (
 // a replay changes nothing, so it can be bookmarked), the replay.
 func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	v := views.PlaygroundPage{Presets: playground.Presets(), Preset: q.Get("preset"), Errors: views.FieldErrors{}}
+	v := views.PlaygroundPage{Presets: playground.Presets(), Preset: q.Get("preset"), Subjects: q.Get("subjects"), Errors: views.FieldErrors{}}
 	if s.deps.Traffic != nil {
 		routes, err := s.deps.Traffic.Routes(r.Context())
 		if err != nil {
@@ -96,7 +96,13 @@ func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 					s.error(w, r, err)
 					return
 				}
-				sc.Arrivals = rec.Arrivals()
+				var only []string
+				for _, sub := range strings.Split(v.Subjects, ",") {
+					if sub = strings.TrimSpace(sub); sub != "" {
+						only = append(only, sub)
+					}
+				}
+				sc.Arrivals = rec.Arrivals(only...)
 				v.Recorded = &rec
 			}
 			rep, err := playground.Replay(r.Context(), sc)
