@@ -91,6 +91,9 @@ func (s *Store) Diff(ctx context.Context, p *Parsed, prune bool) (Diff, error) {
 	return s.Apply(ctx, p, Options{Prune: prune, DryRun: true})
 }
 
+// errDryRun ends a dry run's transaction with a rollback.
+var errDryRun = errors.New("dry run")
+
 // lockAll serialises applies with each other and with the dashboard's and
 // API's edits of plans and services, so the state the diff is computed on
 // is the state it is applied to.
@@ -103,7 +106,13 @@ const lockAll = `LOCK TABLE plans, plan_limits, services, service_routes IN SHAR
 // empty diff writes nothing, not even an audit entry.
 func (s *Store) Apply(ctx context.Context, p *Parsed, opts Options) (Diff, error) {
 	var d Diff
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// An apply locks the tables, so read committed sees one state; a dry
+	// run takes no lock, so it reads one snapshot instead.
+	txOpts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	if opts.DryRun {
+		txOpts.IsoLevel = pgx.RepeatableRead
+	}
+	err := pgx.BeginTxFunc(ctx, s.pool, txOpts, func(tx pgx.Tx) error {
 		if !opts.DryRun {
 			if _, err := tx.Exec(ctx, lockAll); err != nil {
 				return fmt.Errorf("lock plans: %w", err)
@@ -130,7 +139,9 @@ func (s *Store) Apply(ctx context.Context, p *Parsed, opts Options) (Diff, error
 			return err
 		}
 		if opts.DryRun {
-			return nil
+			// Roll back: the prune check detaches dead keys, which a dry
+			// run must not keep.
+			return errDryRun
 		}
 		if err := write(ctx, tx, after, d.Changes); err != nil {
 			return err
@@ -146,6 +157,9 @@ func (s *Store) Apply(ctx context.Context, p *Parsed, opts Options) (Diff, error
 			Changes []Change `json:"changes"`
 		}{p.Name, opts.Prune, d.Base, d.Changes})
 	})
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
 	if err != nil {
 		var fe *Error
 		if errors.As(err, &fe) {

@@ -406,3 +406,44 @@ func TestConcurrentAppliesOfOneBase(t *testing.T) {
 		t.Fatalf("%d applied, %d refused as stale; want 1 and 1", ok, stale)
 	}
 }
+
+// TestDryRunKeepsDeadKeys: the prune check detaches revoked keys from a
+// plan it would delete; a dry run must roll that back too.
+func TestDryRunKeepsDeadKeys(t *testing.T) {
+	s, pool := seeded(t)
+	ctx := context.Background()
+	full, err := s.Export(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest planfile.File
+	rest.Version = 1
+	rest.Services = full.Services
+	var pruned string
+	for _, pl := range full.Plans {
+		if pruned == "" && !pl.IsDefault && !pl.IsAnonymous {
+			pruned = pl.Slug
+			continue
+		}
+		rest.Plans = append(rest.Plans, pl)
+	}
+	var keyID int64
+	if err := pool.QueryRow(ctx, `
+WITH u AS (INSERT INTO users (email, password_hash, role) VALUES ('dev@example.com', 'x', 'developer') RETURNING id)
+INSERT INTO api_keys (user_id, name, plan_id, revoked_at)
+SELECT u.id, 'old', p.id, now() FROM u, plans p WHERE p.slug = $1 RETURNING id`, pruned).Scan(&keyID); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := planfile.Encode(rest, planfile.YAML)
+	d, err := s.Apply(ctx, decode(t, "rest.yaml", b), planfile.Options{Prune: true, DryRun: true})
+	if err != nil || !strings.Contains(d.String(), "- plan "+pruned) {
+		t.Fatalf("dry run: %v %s", err, d)
+	}
+	var planID *int64
+	if err := pool.QueryRow(ctx, `SELECT plan_id FROM api_keys WHERE id = $1`, keyID).Scan(&planID); err != nil {
+		t.Fatal(err)
+	}
+	if planID == nil {
+		t.Fatal("the dry run detached the revoked key from its plan")
+	}
+}
