@@ -44,6 +44,8 @@ type Options struct {
 	// FlushEvery is how often aggregated counts are written (default 1s).
 	FlushEvery time.Duration
 	Logger     *slog.Logger
+	// Now is the clock Load measures retention by (default time.Now).
+	Now func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -67,6 +69,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -130,7 +135,8 @@ type Recorder struct {
 	dropped atomic.Int64
 	seed    maphash.Seed
 
-	mu    sync.Mutex // guards hours (the aggregator's state) for tests
+	// mu guards hours, the choice of kept subjects, between Run and Flush.
+	mu    sync.Mutex
 	hours map[RouteHour]*hourState
 }
 
@@ -180,15 +186,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 			r.flush(ctx, pending)
 			pending = map[event]int{}
 		case <-ctx.Done():
-			for {
-				select {
-				case e := <-r.events:
-					pending[e]++
-					continue
-				default:
-				}
-				break
-			}
+			r.drain(pending)
 			r.flush(context.WithoutCancel(ctx), pending)
 			return nil
 		}
@@ -198,16 +196,20 @@ func (r *Recorder) Run(ctx context.Context) error {
 // Flush drains the buffer and writes it now (tests, and shutdown).
 func (r *Recorder) Flush(ctx context.Context) {
 	pending := map[event]int{}
+	r.drain(pending)
+	r.flush(ctx, pending)
+}
+
+// drain adds every buffered event to pending, without waiting for more.
+func (r *Recorder) drain(pending map[event]int) {
 	for {
 		select {
 		case e := <-r.events:
 			pending[e]++
-			continue
 		default:
+			return
 		}
-		break
 	}
-	r.flush(ctx, pending)
 }
 
 func (r *Recorder) flush(ctx context.Context, pending map[event]int) {
@@ -215,7 +217,7 @@ func (r *Recorder) flush(ctx context.Context, pending map[event]int) {
 		return
 	}
 	r.mu.Lock()
-	batch, unrecorded := r.select_(pending)
+	batch, unrecorded := r.choose(pending)
 	r.mu.Unlock()
 	if len(batch) == 0 && len(unrecorded) == 0 {
 		return
@@ -227,8 +229,8 @@ func (r *Recorder) flush(ctx context.Context, pending map[event]int) {
 	}
 }
 
-// select_ decides which subjects are kept, updating the hour's state.
-func (r *Recorder) select_(pending map[event]int) ([]Counts, map[RouteHour]int) {
+// choose decides which subjects are kept, updating the hours' state.
+func (r *Recorder) choose(pending map[event]int) ([]Counts, map[RouteHour]int) {
 	type sk struct {
 		rh      RouteHour
 		subject string
@@ -326,7 +328,7 @@ func (st *hourState) busiest(n int) []string {
 
 // Load returns the route's arrivals since since (at most Retention ago).
 func (r *Recorder) Load(ctx context.Context, route string, since time.Time) (Recorded, error) {
-	now := time.Now()
+	now := r.opts.Now()
 	if since.Before(now.Add(-Retention)) {
 		since = now.Add(-Retention)
 	}
