@@ -205,14 +205,14 @@ func PlansFileView(p Page, v PlansFilePage) templ.Component {
 					}
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, " <h2>Upload a plans file</h2><form method=\"post\" action=\"/admin/plans/file/preview\" enctype=\"multipart/form-data\"><label>File (YAML or JSON) <input type=\"file\" name=\"file\" accept=\".yaml,.yml,.json\" data-testid=\"planfile-upload\"></label> <label>or paste it <textarea name=\"text\" rows=\"12\" data-testid=\"planfile-text\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, " <h2>Upload a plans file</h2><form class=\"stack wide\" method=\"post\" action=\"/admin/plans/file/preview\" enctype=\"multipart/form-data\"><label>File (YAML or JSON) <input type=\"file\" name=\"file\" accept=\".yaml,.yml,.json\" data-testid=\"planfile-upload\"></label> <label>or paste it <textarea name=\"text\" rows=\"16\" spellcheck=\"false\" data-testid=\"planfile-text\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var9 string
 			templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(v.Text)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_planfile.templ`, Line: 73, Col: 72}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_planfile.templ`, Line: 73, Col: 91}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 			if templ_7745c5c3_Err != nil {

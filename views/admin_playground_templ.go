@@ -198,7 +198,7 @@ func PlaygroundView(p Page, v PlaygroundPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, " <form method=\"get\" action=\"/admin/playground\" data-testid=\"playground-form\"><label>Scenario <select name=\"preset\" data-testid=\"playground-preset\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, " <form class=\"stack\" method=\"get\" action=\"/admin/playground\" data-testid=\"playground-form\"><label>Scenario <select name=\"preset\" data-testid=\"playground-preset\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -646,7 +646,7 @@ func PlaygroundView(p Page, v PlaygroundPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if len(v.Plans) > 0 {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "<h2>Save this tier into a plan</h2><form method=\"post\" action=\"/admin/playground/save\" data-testid=\"playground-save-form\"><input type=\"hidden\" name=\"algorithm\" value=\"")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "<h2>Save this tier into a plan</h2><form class=\"stack\" method=\"post\" action=\"/admin/playground/save\" data-testid=\"playground-save-form\"><input type=\"hidden\" name=\"algorithm\" value=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
