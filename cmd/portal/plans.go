@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -92,8 +93,10 @@ func runPlans(ctx context.Context, cfg Config, args []string, stdout io.Writer) 
 		return err
 	}
 	defer st.close()
-	if err := prepareSchema(ctx, cfg, st.pool, logger); err != nil {
-		return err
+	// Plans commands never migrate: a newer CLI run against a production
+	// database must not change its schema as a side effect.
+	if err := database.CheckSchema(ctx, st.pool); err != nil {
+		return fmt.Errorf("plans: %w; run portal migrate up first", err)
 	}
 	store := planfile.NewStore(st.pool, protectedRoutes)
 	switch action {
