@@ -121,7 +121,8 @@ func TestPlaygroundRecordedTraffic(t *testing.T) {
 	e := newEnv(t)
 	_, token := e.operator("op@example.com")
 	rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
-	withTraffic := *e
+	// The same database and tokens, served by an API that has a recorder.
+	withTraffic := &env{t: t, pool: e.pool, plans: e.plans, keys: e.keys, tokens: e.tokens, store: e.store, logs: e.logs, v: e.v}
 	withTraffic.srv = httptest.NewServer(New(Deps{
 		Plans: e.plans, Keys: e.keys, Tokens: e.tokens, Store: e.store, Pool: e.pool,
 		Logger: slog.New(slog.DiscardHandler), Traffic: rec,
