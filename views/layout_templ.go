@@ -56,7 +56,7 @@ func Nav(v *Viewer) []NavItem {
 	case v == nil:
 		return []NavItem{{"docs", "Docs", "/docs"}, {"signin", "Sign in", "/signin"}, {"signup", "Sign up", "/signup"}}
 	case v.Role == "operator":
-		return []NavItem{{"usage", "Usage", "/admin"}, {"services", "Services", "/admin/services"}, {"plans", "Plans", "/admin/plans"},
+		return []NavItem{{"usage", "Usage", "/admin"}, {"services", "Services", "/admin/services"}, {"plans", "Plans", "/admin/plans"}, {"playground", "Playground", "/admin/playground"},
 			{"keys", "Keys", "/admin/keys"}, {"developers", "Developers", "/admin/developers"},
 			{"audit", "Audit log", "/admin/audit"}, {"docs", "Docs", "/docs"}}
 	default:

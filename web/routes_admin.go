@@ -27,6 +27,13 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}/delete", op(s.tierDelete))
 
+	mux.Handle("GET /admin/plans/file", op(s.plansFilePage))
+	mux.Handle("GET /admin/plans/file/export", op(s.plansFileExport))
+	mux.Handle("POST /admin/plans/file/preview", op(s.plansFilePreview))
+	mux.Handle("POST /admin/plans/file/apply", op(s.plansFileApply))
+	mux.Handle("GET /admin/playground", op(s.playgroundPage))
+	mux.Handle("POST /admin/playground/save", op(s.playgroundSave))
+
 	mux.Handle("GET /admin/keys", op(s.keysList))
 	mux.Handle("GET /admin/keys/{id}", op(s.keyShow))
 	mux.Handle("POST /admin/keys/{id}/plan", op(s.keySetPlan))

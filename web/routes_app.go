@@ -9,6 +9,7 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /docs", d.page)
 	mux.HandleFunc("GET /docs/limits.md", d.markdown)
 	mux.HandleFunc("GET /docs/openapi.json", d.openAPI)
+	mux.HandleFunc("GET /docs/plans.schema.json", s.plansSchema)
 	// Each declared service's docs, generated the same way.
 	mux.HandleFunc("GET /docs/services/{slug}", d.page)
 	mux.HandleFunc("GET /docs/services/{slug}/limits.md", d.markdown)

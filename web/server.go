@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
+	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -70,6 +71,8 @@ type Deps struct {
 	// series by name (this region's is Usage).
 	Regions     RegionSource
 	RegionUsage map[string]UsageReader
+	// Traffic, when set, is the recorded traffic the playground replays.
+	Traffic *traffic.Recorder
 }
 
 // UsageReader reads the engine's admitted and rejected counts per subject,

@@ -128,6 +128,9 @@ type Config struct {
 	// PeerRedisURLs are the other regions' Redis URLs, for sync mode
 	// (PORTAL_PEER_REDIS_URLS).
 	PeerRedisURLs []region.Peer
+	// TrafficRecording keeps the last 24 hours of arrivals for the
+	// playground (PORTAL_TRAFFIC_RECORDING, -traffic-recording).
+	TrafficRecording bool
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -395,6 +398,12 @@ func settings(getenv func(string) string) []setting {
 				}
 				c.Region.Interval = d
 				return nil
+			}},
+		{env: "PORTAL_TRAFFIC_RECORDING", flag: "traffic-recording", def: "true", accepts: "true or false", boolFlag: true,
+			set: func(c *Config, v string) error {
+				var err error
+				c.TrafficRecording, err = strconv.ParseBool(v)
+				return err
 			}},
 		{env: "PORTAL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", accepts: "a duration from 1s to 10m, e.g. 15s",
 			set: func(c *Config, v string) error {

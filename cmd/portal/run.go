@@ -37,10 +37,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		args = []string{"portal"}
 	}
 	sub, rest := "serve", args[1:]
-	if len(rest) > 0 && (rest[0] == "migrate" || rest[0] == "healthcheck") {
+	if len(rest) > 0 && (rest[0] == "migrate" || rest[0] == "healthcheck" || rest[0] == "plans" || rest[0] == "playground") {
 		sub, rest = rest[0], rest[1:]
 	}
-	cfg, left, err := LoadConfig(rest, getenv, stdout)
+	// The plans and playground subcommands have flags of their own; their
+	// settings (DATABASE_URL, ...) come from the environment only.
+	cfgArgs := rest
+	if sub == "plans" || sub == "playground" {
+		cfgArgs = nil
+	}
+	cfg, left, err := LoadConfig(cfgArgs, getenv, stdout)
+	if cfgArgs == nil {
+		left = rest
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -49,7 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	logger := newLogger(cfg, stdout)
 
-	if len(left) > 0 && sub != "migrate" {
+	if len(left) > 0 && sub != "migrate" && sub != "plans" && sub != "playground" {
 		return usageError{fmt.Errorf("unexpected argument %q (want no arguments, or: migrate up|down|version|force, healthcheck)", left[0])}
 	}
 	switch sub {
@@ -57,6 +66,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return runMigrate(ctx, cfg, left, logger, stdout)
 	case "healthcheck":
 		return healthcheck(ctx, cfg.Addr, stdout)
+	case "plans":
+		return runPlans(ctx, cfg, left, stdout)
+	case "playground":
+		return runPlayground(ctx, cfg, left, stdout)
 	}
 	return serve(ctx, cfg, logger, stdout)
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/snapshot"
+	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/web"
 	"github.com/sluicehq/sluice/web/adminapi"
@@ -82,7 +83,10 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		counters  limitStore
 		limiter   enforce.Store
 		dashboard enforce.Store // nil: the limiter
-		closers   []func()
+		// dashboardClient is the dashboards' own Redis client (nil without
+		// Redis), which the playground's recorder writes through as well.
+		dashboardClient redis.UniversalClient
+		closers         []func()
 	)
 	if d.redis != nil {
 		// The dashboards read (and the usage series are written) through a
@@ -91,6 +95,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
+		dashboardClient = dc
 		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{
 			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics, UsageClient: dc,
 			NegativeCacheSize: d.cfg.RedisNearCache,
@@ -174,7 +179,22 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	go func() { defer wg.Done(); _ = holder.Run(bg) }()
 	go func() { defer wg.Done(); _ = lastUsed.Run(bg) }()
 
-	mw := enforce.NewMiddleware(limiter, holder, enforce.MiddlewareOptions{
+	// The playground's recorded traffic: every decision the middleware
+	// asks for is an arrival, recorded off the request path.
+	decider := limiter
+	var recorder *traffic.Recorder
+	if d.cfg.TrafficRecording {
+		var sink traffic.Sink = traffic.NewMemorySink()
+		if dashboardClient != nil {
+			// Off the request path's connections, like the usage series.
+			sink = traffic.NewRedisSink(dashboardClient, d.cfg.RedisPrefix)
+		}
+		recorder = traffic.NewRecorder(sink, traffic.Options{Logger: d.logger})
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = recorder.Run(bg) }()
+		decider = traffic.Wrap(limiter, recorder)
+	}
+	mw := enforce.NewMiddleware(decider, holder, enforce.MiddlewareOptions{
 		TrustedProxies: d.cfg.TrustedProxies,
 		Logger:         d.logger,
 		Registerer:     metrics,
@@ -211,12 +231,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
 	}
 	mux.Handle(adminapi.Prefix+"/", adminapi.New(adminapi.Deps{
-		Plans:  planSvc,
-		Keys:   keySvc,
-		Tokens: optokens.NewStore(d.pool, d.cfg.AdminToken),
-		Store:  cmp.Or(dashboard, limiter), // its key usage reads are a dashboard's
-		Pool:   d.pool,
-		Logger: d.logger,
+		Plans:   planSvc,
+		Keys:    keySvc,
+		Tokens:  optokens.NewStore(d.pool, d.cfg.AdminToken),
+		Store:   cmp.Or(dashboard, limiter), // its key usage reads are a dashboard's
+		Pool:    d.pool,
+		Logger:  d.logger,
+		Traffic: recorder,
 	}))
 	// The browser surfaces: /admin/ (operators), /app/ and /signup
 	// (developers), /docs, /static/, sign-in.
@@ -237,6 +258,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		SignIn:         signInPolicy(d.cfg),
 		Regions:        regionSource,
 		RegionUsage:    regionUsage,
+		Traffic:        recorder,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

@@ -1,6 +1,7 @@
 package enforce_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/traffic"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing, so the benchmarks
@@ -45,6 +47,20 @@ func BenchmarkMiddleware(b *testing.B) {
 		}},
 		{"failover", func(h http.Handler) http.Handler {
 			return enforce.NewMiddleware(enforce.NewFailoverStore(mem(), enforce.FailoverOptions{}), res, enforce.MiddlewareOptions{}).Wrap(h)
+		}},
+		// "recording" is "memory" with the playground's traffic recorder
+		// wrapped around the store, its aggregator draining the buffer.
+		{"recording", func(h http.Handler) http.Handler {
+			rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = rec.Run(ctx) }()
+			b.Cleanup(func() {
+				cancel()
+				<-done
+				b.Logf("recording: %d arrivals dropped by a full buffer", rec.Dropped())
+			})
+			return enforce.NewMiddleware(traffic.Wrap(mem(), rec), res, enforce.MiddlewareOptions{}).Wrap(h)
 		}},
 		{"redis", func(h http.Handler) http.Handler {
 			client, prefix := testenv.Redis(b)

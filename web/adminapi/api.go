@@ -24,8 +24,10 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/optokens"
+	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
+	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -48,6 +50,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now is the clock used to report key states (default time.Now).
 	Now func() time.Time
+	// Traffic, when set, is the recorded traffic the playground replays
+	// (nil when PORTAL_TRAFFIC_RECORDING is off).
+	Traffic *traffic.Recorder
 }
 
 type api struct {
@@ -59,8 +64,11 @@ type api struct {
 	users  *users.Repo
 	// services is over Pool: no Deps field, so wiring stays unchanged.
 	services *services.Repo
-	logger   *slog.Logger
-	now      func() time.Time
+	// planfiles is over Pool and the routes Plans takes, for the same reason.
+	planfiles *planfile.Store
+	traffic   *traffic.Recorder
+	logger    *slog.Logger
+	now       func() time.Time
 }
 
 // New returns the admin API handler. Mount it at Prefix+"/":
@@ -95,6 +103,7 @@ func newAPI(d Deps) *api {
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
 		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
+		planfiles: planfile.NewStore(d.Pool, d.Plans.Routes()), traffic: d.Traffic,
 	}
 }
 

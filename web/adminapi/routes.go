@@ -30,6 +30,12 @@ func (a *api) routes() []route {
 		{"POST", p + "/plans/{id}/limits", "addLimit", a.addLimit, false},
 		{"PUT", p + "/plans/{id}/limits/{limit_id}", "updateLimit", a.updateLimit, false},
 		{"DELETE", p + "/plans/{id}/limits/{limit_id}", "deleteLimit", a.deleteLimit, false},
+		{"GET", p + "/plans-file", "exportPlansFile", a.exportPlansFile, false},
+		{"POST", p + "/plans-file/diff", "diffPlansFile", a.diffPlansFile, false},
+		{"POST", p + "/plans-file/apply", "applyPlansFile", a.applyPlansFileHandler, false},
+		{"GET", p + "/playground/presets", "listPlaygroundPresets", a.listPresets, false},
+		{"GET", p + "/playground/routes", "listRecordedRoutes", a.listRecordedRoutes, false},
+		{"POST", p + "/playground", "replayPlayground", a.replay, false},
 
 		{"GET", p + "/services", "listServices", a.listServices, false},
 		{"POST", p + "/services", "createService", a.createService, false},

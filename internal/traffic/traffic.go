@@ -1,0 +1,433 @@
+// Package traffic records the arrivals of the protected API, per route and
+// subject at one-second resolution, for the last 24 hours, so that the
+// playground can replay real traffic against other tiers. Recording is
+// bounded: per route and hour, the busiest subjects (Options.Full) are kept
+// in full and the others sampled (one subject in Options.SampleEvery, each
+// chosen subject's series complete, at most Options.MaxSampled of them);
+// the arrivals of subjects neither kept nor sampled are counted, so the
+// sampling can be stated. The request path only hands an event to a
+// buffered channel, never waiting: when the buffer is full the event is
+// dropped and counted.
+package traffic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/playground"
+)
+
+// Retention is how long arrivals are kept.
+const Retention = 24 * time.Hour
+
+// Options bound the recording; zero fields take the defaults.
+type Options struct {
+	// Full is how many of each route's busiest subjects per hour are kept
+	// in full (default 20).
+	Full int
+	// SampleEvery keeps one other subject in SampleEvery (default 10).
+	SampleEvery int
+	// MaxSampled caps the sampled subjects per route and hour (default 50).
+	MaxSampled int
+	// MaxRoutes caps the routes recorded (default 200).
+	MaxRoutes int
+	// Buffer is the request path's event queue (default 16384).
+	Buffer int
+	// FlushEvery is how often aggregated counts are written (default 1s).
+	FlushEvery time.Duration
+	Logger     *slog.Logger
+	// Now is the clock Load measures retention by (default time.Now).
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Full <= 0 {
+		o.Full = 20
+	}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 10
+	}
+	if o.MaxSampled <= 0 {
+		o.MaxSampled = 50
+	}
+	if o.MaxRoutes <= 0 {
+		o.MaxRoutes = 200
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = 16384
+	}
+	if o.FlushEvery <= 0 {
+		o.FlushEvery = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Kind says how a subject's arrivals were kept in one hour.
+type Kind string
+
+// The two ways a subject is kept.
+const (
+	KindFull    Kind = "full"
+	KindSampled Kind = "sampled"
+)
+
+// Counts are one flush's arrivals to store: per route, hour and subject,
+// the count of each second of that hour.
+type Counts struct {
+	Route   string
+	Hour    int64 // unix seconds / 3600
+	Subject string
+	Kind    Kind
+	// Seconds maps a second of the hour (0..3599) to its arrivals.
+	Seconds map[int]int
+}
+
+// Sink stores counts and reads them back; RedisSink and MemorySink are
+// the two implementations.
+type Sink interface {
+	Add(ctx context.Context, batch []Counts, unrecorded map[RouteHour]int) error
+	Load(ctx context.Context, route string, fromHour, toHour int64) (Recorded, error)
+	Routes(ctx context.Context) ([]string, error)
+}
+
+// RouteHour names one route's hour.
+type RouteHour struct {
+	Route string
+	Hour  int64
+}
+
+// Recorded is a route's stored arrivals.
+type Recorded struct {
+	Route string `json:"route"`
+	// Subjects says how each subject was kept.
+	Subjects map[string]Kind `json:"subjects"`
+	// Series holds each subject's arrivals per unix second.
+	Series map[string]map[int64]int `json:"-"`
+	// Unrecorded counts the arrivals of subjects neither kept nor sampled.
+	Unrecorded  int `json:"unrecorded"`
+	SampleEvery int `json:"sample_every"`
+}
+
+type event struct {
+	route, subject string
+	sec            int64
+}
+
+// Recorder aggregates arrivals and writes them to a Sink. Record is safe
+// for concurrent use and never blocks.
+type Recorder struct {
+	sink    Sink
+	opts    Options
+	events  chan event
+	dropped atomic.Int64
+	seed    maphash.Seed
+
+	// mu guards hours, the choice of kept subjects, between Run and Flush.
+	mu    sync.Mutex
+	hours map[RouteHour]*hourState
+}
+
+type hourState struct {
+	totals  map[string]int
+	kind    map[string]Kind
+	full    int
+	sampled int
+}
+
+// maxTracked bounds the per-route-hour totals used to find the busiest
+// subjects; subjects first seen beyond it can only be sampled.
+const maxTracked = 10000
+
+// NewRecorder returns a Recorder writing to sink; call Run to start it.
+func NewRecorder(sink Sink, opts Options) *Recorder {
+	opts.defaults()
+	return &Recorder{sink: sink, opts: opts, events: make(chan event, opts.Buffer),
+		seed: maphash.MakeSeed(), hours: map[RouteHour]*hourState{}}
+}
+
+// Record notes one arrival. It never blocks: a full buffer drops it.
+func (r *Recorder) Record(route, subject string, at time.Time) {
+	select {
+	case r.events <- event{route: route, subject: subject, sec: at.Unix()}:
+	default:
+		r.dropped.Add(1)
+	}
+}
+
+// Dropped is how many arrivals a full buffer has dropped.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// SampleEvery is the sampling rate of subjects outside the busiest.
+func (r *Recorder) SampleEvery() int { return r.opts.SampleEvery }
+
+// Run aggregates and flushes until ctx ends, then flushes what is left.
+func (r *Recorder) Run(ctx context.Context) error {
+	t := time.NewTicker(r.opts.FlushEvery)
+	defer t.Stop()
+	pending := map[event]int{}
+	for {
+		select {
+		case e := <-r.events:
+			pending[e]++
+		case <-t.C:
+			r.flush(ctx, pending)
+			pending = map[event]int{}
+		case <-ctx.Done():
+			r.drain(pending)
+			r.flush(context.WithoutCancel(ctx), pending)
+			return nil
+		}
+	}
+}
+
+// Flush drains the buffer and writes it now (tests, and shutdown).
+func (r *Recorder) Flush(ctx context.Context) {
+	pending := map[event]int{}
+	r.drain(pending)
+	r.flush(ctx, pending)
+}
+
+// drain adds every buffered event to pending, without waiting for more.
+func (r *Recorder) drain(pending map[event]int) {
+	for {
+		select {
+		case e := <-r.events:
+			pending[e]++
+		default:
+			return
+		}
+	}
+}
+
+func (r *Recorder) flush(ctx context.Context, pending map[event]int) {
+	if len(pending) == 0 {
+		return
+	}
+	r.mu.Lock()
+	batch, unrecorded := r.choose(pending)
+	r.mu.Unlock()
+	if len(batch) == 0 && len(unrecorded) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.sink.Add(ctx, batch, unrecorded); err != nil {
+		r.opts.Logger.Warn("traffic recording: write failed; these arrivals are lost", "err", err)
+	}
+}
+
+// choose decides which subjects are kept, updating the hours' state.
+func (r *Recorder) choose(pending map[event]int) ([]Counts, map[RouteHour]int) {
+	type sk struct {
+		rh      RouteHour
+		subject string
+	}
+	grouped := map[sk]map[int]int{}
+	for e, n := range pending {
+		rh := RouteHour{e.route, e.sec / 3600}
+		k := sk{rh, e.subject}
+		if grouped[k] == nil {
+			grouped[k] = map[int]int{}
+		}
+		grouped[k][int(e.sec%3600)] += n
+	}
+	// Forget hours past retention.
+	newest := int64(0)
+	for k := range grouped {
+		newest = max(newest, k.rh.Hour)
+	}
+	for rh := range r.hours {
+		if rh.Hour < newest-int64(Retention/time.Hour) {
+			delete(r.hours, rh)
+		}
+	}
+	routes := map[string]bool{}
+	for rh := range r.hours {
+		routes[rh.Route] = true
+	}
+	var batch []Counts
+	unrecorded := map[RouteHour]int{}
+	byHour := map[RouteHour][]sk{}
+	for k, secs := range grouped {
+		st := r.hours[k.rh]
+		if st == nil {
+			if !routes[k.rh.Route] && len(routes) >= r.opts.MaxRoutes {
+				for _, n := range secs {
+					unrecorded[k.rh] += n
+				}
+				continue
+			}
+			routes[k.rh.Route] = true
+			st = &hourState{totals: map[string]int{}, kind: map[string]Kind{}}
+			r.hours[k.rh] = st
+		}
+		for _, n := range secs {
+			if _, tracked := st.totals[k.subject]; tracked || len(st.totals) < maxTracked {
+				st.totals[k.subject] += n
+			}
+		}
+		byHour[k.rh] = append(byHour[k.rh], k)
+	}
+	for rh, keys := range byHour {
+		st := r.hours[rh]
+		busiest := st.busiest(r.opts.Full)
+		for _, k := range keys {
+			kind, ok := st.kind[k.subject]
+			switch {
+			case ok:
+			case st.full < r.opts.Full && slices.Contains(busiest, k.subject):
+				kind, ok = KindFull, true
+				st.full++
+			case st.sampled < r.opts.MaxSampled && maphash.String(r.seed, k.subject)%uint64(r.opts.SampleEvery) == 0:
+				kind, ok = KindSampled, true
+				st.sampled++
+			}
+			if !ok {
+				for _, n := range grouped[k] {
+					unrecorded[rh] += n
+				}
+				continue
+			}
+			st.kind[k.subject] = kind
+			batch = append(batch, Counts{Route: rh.Route, Hour: rh.Hour, Subject: k.subject, Kind: kind, Seconds: grouped[k]})
+		}
+	}
+	return batch, unrecorded
+}
+
+// busiest returns the n subjects with the most arrivals this hour.
+func (st *hourState) busiest(n int) []string {
+	subjects := make([]string, 0, len(st.totals))
+	for s := range st.totals {
+		subjects = append(subjects, s)
+	}
+	slices.SortFunc(subjects, func(a, b string) int {
+		if st.totals[a] != st.totals[b] {
+			return st.totals[b] - st.totals[a]
+		}
+		if a < b {
+			return -1
+		}
+		return 1
+	})
+	return subjects[:min(n, len(subjects))]
+}
+
+// Load returns the route's arrivals since since (at most Retention ago).
+func (r *Recorder) Load(ctx context.Context, route string, since time.Time) (Recorded, error) {
+	now := r.opts.Now()
+	if since.Before(now.Add(-Retention)) {
+		since = now.Add(-Retention)
+	}
+	rec, err := r.sink.Load(ctx, route, since.Unix()/3600, now.Unix()/3600)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("load recorded traffic of %q: %w", route, err)
+	}
+	for subject, series := range rec.Series {
+		for sec := range series {
+			if sec < since.Unix() {
+				delete(series, sec)
+			}
+		}
+		if len(series) == 0 {
+			delete(rec.Series, subject)
+			delete(rec.Subjects, subject)
+		}
+	}
+	rec.SampleEvery = r.opts.SampleEvery
+	return rec, nil
+}
+
+// Routes lists the routes with recorded arrivals.
+func (r *Recorder) Routes(ctx context.Context) ([]string, error) { return r.sink.Routes(ctx) }
+
+// Store wraps the engine's store so that every decision the middleware
+// asks for is recorded as an arrival; decisions are unchanged.
+type Store struct {
+	enforce.Store
+	rec  *Recorder
+	into interface {
+		AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error)
+	}
+}
+
+// Wrap returns store recording into rec.
+func Wrap(store enforce.Store, rec *Recorder) *Store {
+	s := &Store{Store: store, rec: rec}
+	s.into, _ = store.(interface {
+		AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error)
+	})
+	return s
+}
+
+// Allow decides with the wrapped store and records the arrival.
+func (s *Store) Allow(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+	d, err := s.Store.Allow(ctx, req)
+	s.record(req, d, err)
+	return d, err
+}
+
+// AllowInto keeps the memory store's allocation-free path.
+func (s *Store) AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
+	if s.into == nil {
+		return s.Allow(ctx, req)
+	}
+	d, err := s.into.AllowInto(ctx, req, layers)
+	s.record(req, d, err)
+	return d, err
+}
+
+func (s *Store) record(req enforce.Request, d enforce.Decision, err error) {
+	if err != nil && !errors.Is(err, enforce.ErrStoreUnavailable) {
+		return // a malformed request, not an arrival
+	}
+	at := d.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	s.rec.Record(req.Route, req.Subject, at)
+}
+
+// Arrivals returns the recorded arrivals of the given subjects (all when
+// none are named) as the playground replays them: a second's arrivals all
+// at its start, since one second is the recording's resolution.
+func (rec Recorded) Arrivals(subjects ...string) []playground.Arrival {
+	var out []playground.Arrival
+	for subject, series := range rec.Series {
+		if len(subjects) > 0 && !slices.Contains(subjects, subject) {
+			continue
+		}
+		for sec, n := range series {
+			at := time.Unix(sec, 0).UTC()
+			for range n {
+				out = append(out, playground.Arrival{At: at, Subject: subject, Route: rec.Route})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b playground.Arrival) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		if a.Subject < b.Subject {
+			return -1
+		}
+		if a.Subject > b.Subject {
+			return 1
+		}
+		return 0
+	})
+	return out
+}

@@ -1,0 +1,134 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/traffic"
+	"github.com/sluicehq/sluice/web"
+)
+
+func TestPlansFilePages(t *testing.T) {
+	e := newEnv(t)
+	e.createPlan("gold", plans.LimitInput{Name: "search", Route: "GET /api/search", Algorithm: "token_bucket", Limit: 10, WindowSeconds: 60})
+	c := e.signedIn(operatorEmail)
+
+	res := c.get("/admin/plans/file/export?format=yaml", nil)
+	if res.StatusCode != http.StatusOK || !strings.Contains(res.body, "slug: gold") || !strings.Contains(res.Header.Get("Content-Disposition"), "plans.yaml") {
+		t.Fatalf("export: %d %s", res.StatusCode, res.body)
+	}
+	edited := strings.Replace(res.body, "limit: 10\n", "limit: 25\n", 1)
+
+	res = c.post("/admin/plans/file/preview", url.Values{"text": {edited}}, nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "planfile-diff"), "~ limits[search].limit: 10 -> 25") {
+		t.Fatalf("preview: %d %s", res.StatusCode, text(d, "planfile-diff"))
+	}
+	base, _ := d.Find(`input[name="base"]`).Attr("value")
+	carried, _ := d.Find(`form[action="/admin/plans/file/apply"] input[name="text"]`).Attr("value")
+	if base == "" || carried != edited {
+		t.Fatalf("the apply form does not carry the previewed file and its base")
+	}
+
+	t.Run("RefusedFileShowsLineAndField", func(t *testing.T) {
+		res := c.post("/admin/plans/file/preview", url.Values{"text": {"version: 1\nplans:\n  - slug: x\n    name: X\n    is_default: maybe\n"}}, nil)
+		d := res.doc(t)
+		if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(text(d, "planfile-problem"), "uploaded file:5: plans[0].is_default") {
+			t.Fatalf("%d %q", res.StatusCode, text(d, "planfile-problem"))
+		}
+	})
+	t.Run("CrossSiteApplyRefused", func(t *testing.T) {
+		res := c.post("/admin/plans/file/apply", url.Values{"text": {edited}, "base": {base}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
+		if res.StatusCode != http.StatusForbidden {
+			t.Fatalf("cross-site apply: %d", res.StatusCode)
+		}
+	})
+
+	res = c.post("/admin/plans/file/apply", url.Values{"text": {edited}, "base": {base}}, nil)
+	if d := res.doc(t); res.StatusCode != http.StatusOK || count(d, "planfile-applied") != 1 {
+		t.Fatalf("apply: %d %s", res.StatusCode, res.body)
+	}
+	res = c.post("/admin/plans/file/apply", url.Values{"text": {strings.Replace(edited, "limit: 25\n", "limit: 30\n", 1)}, "base": {base}}, nil)
+	if d := res.doc(t); res.StatusCode != http.StatusConflict || count(d, "planfile-conflict") != 1 || !strings.Contains(text(d, "planfile-diff"), "25 -> 30") {
+		t.Fatalf("apply on a stale preview: %d", res.StatusCode)
+	}
+	if res := e.anonymous().get("/admin/plans/file/export", nil); res.StatusCode == http.StatusOK {
+		t.Fatal("anonymous export")
+	}
+	if res := e.anonymous().get("/docs/plans.schema.json", nil); res.StatusCode != http.StatusOK || !strings.Contains(res.body, `"$schema"`) {
+		t.Fatalf("schema: %d", res.StatusCode)
+	}
+}
+
+func TestPlaygroundPage(t *testing.T) {
+	e := newEnv(t)
+	gold := e.createPlan("gold")
+	c := e.signedIn(operatorEmail)
+	res := c.get("/admin/playground?preset=token-bucket-seed&algorithm=token_bucket&limit=2&window_seconds=1&burst=10", nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusOK || count(d, "playground-run") != 5 {
+		t.Fatalf("replay: %d, %d runs", res.StatusCode, count(d, "playground-run"))
+	}
+	first := d.Find(`[data-testid="playground-run"]`).First()
+	if a, _ := first.Attr("data-algorithm"); a != "token_bucket" ||
+		strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "11" ||
+		strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "1" {
+		t.Fatalf("token bucket run: %s", first.Text())
+	}
+	// An existing tier as the starting point: a token bucket of 2/s with a
+	// burst of 10 on its route replays the seed example exactly.
+	e.createPlan("silver", plans.LimitInput{Name: "seed", Route: "GET /api/search", Algorithm: "token_bucket", Limit: 2, WindowSeconds: 1, Burst: 10})
+	res = c.get("/admin/playground?preset=token-bucket-seed&from=silver/seed", nil)
+	d = res.doc(t)
+	first = d.Find(`[data-testid="playground-run"]`).First()
+	if res.StatusCode != http.StatusOK || strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "11" ||
+		d.Find(`[data-testid="playground-from"] option[selected]`).AttrOr("value", "") != "silver/seed" {
+		t.Fatalf("replay of an existing tier: %d %s", res.StatusCode, first.Text())
+	}
+	res = c.get("/admin/playground?preset=steady&algorithm=fixed_window&limit=0&window_seconds=60", nil)
+	if d := res.doc(t); res.StatusCode != http.StatusUnprocessableEntity || text(d, "error-limit") == "" {
+		t.Fatalf("bad limit: %d", res.StatusCode)
+	}
+	res = c.post("/admin/playground/save", url.Values{"plan_id": {strconv.FormatInt(gold.ID, 10)}, "name": {"burst"}, "algorithm": {"token_bucket"},
+		"limit": {"2"}, "window_seconds": {"1"}, "burst": {"10"}}, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d %s", res.StatusCode, res.body)
+	}
+	p, err := e.plans.Get(t.Context(), gold.ID)
+	if err != nil || len(p.Limits) != 1 || p.Limits[0].Name != "burst" || p.Limits[0].Burst != 10 {
+		t.Fatalf("saved tier: %v %+v", err, p.Limits)
+	}
+}
+
+func TestPlaygroundRecordedTraffic(t *testing.T) {
+	rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
+	e := newEnvWith(t, func(d *web.Deps) { d.Traffic = rec })
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for range 15 {
+		rec.Record("GET /api/search", "key:7", at)
+	}
+	rec.Flush(t.Context())
+	c := e.signedIn(operatorEmail)
+	q := url.Values{"preset": {"recorded:GET /api/search"}, "algorithm": {"fixed_window"}, "limit": {"10"}, "window_seconds": {"60"}}
+	res := c.get("/admin/playground?"+q.Encode(), nil)
+	d := res.doc(t)
+	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "playground-sampling"), "1 subjects recorded in full") {
+		t.Fatalf("recorded replay: %d %q", res.StatusCode, text(d, "playground-sampling"))
+	}
+	first := d.Find(`[data-testid="playground-run"]`).First()
+	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "10" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "5" {
+		t.Fatalf("fixed window over 15 recorded arrivals: %s", first.Text())
+	}
+	// Narrowed to a subject with no recorded arrivals, nothing is replayed.
+	q.Set("subjects", "key:8")
+	res = c.get("/admin/playground?"+q.Encode(), nil)
+	first = res.doc(t).Find(`[data-testid="playground-run"]`).First()
+	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "0" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "0" {
+		t.Fatalf("recorded traffic of another subject: %s", first.Text())
+	}
+}
