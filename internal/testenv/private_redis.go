@@ -22,13 +22,12 @@ type PrivateRedis struct {
 	cmd  *exec.Cmd
 }
 
-// StartPrivateRedis starts a PrivateRedis and waits until it answers. It
-// fails the test when redis-server is not installed.
+// StartPrivateRedis starts a PrivateRedis and waits until it answers.
+// Without redis-server the test is skipped, or failed under
+// TEST_REQUIRE_SERVICES or CI (see Tool).
 func StartPrivateRedis(t testing.TB) *PrivateRedis {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("testenv: redis-server is needed for a private Redis: %v", err)
-	}
+	Tool(t, "redis-server", "redis-server")
 	for range 20 {
 		port := 20000 + rand.IntN(12000)
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
