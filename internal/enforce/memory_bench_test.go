@@ -31,6 +31,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -93,5 +94,42 @@ func BenchmarkMemoryInterleavedParallel(b *testing.B) {
 	b.ReportMetric(median(manyStore), "100k-store-ns")
 	b.ReportMetric(median(manyRate), "100k-xrate-ns")
 	b.ReportMetric(median(manyRatio), "100k-store/xrate")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkMemoryBytesPerSubject reports the heap one subject holding one
+// token-bucket limit costs the memory store, usage counting on as the
+// portal runs it, at 1,000,000 subjects: the live heap after inserting them
+// less the live heap before (the subjects' strings are built beforehand and
+// not counted). No figure is asserted; figures are in the README.
+//
+//	go test -run '^$' -bench MemoryBytesPerSubject -benchtime 1x ./internal/enforce
+func BenchmarkMemoryBytesPerSubject(b *testing.B) {
+	const n = 1_000_000
+	subjects := make([]string, n)
+	for i := range subjects {
+		subjects[i] = "key:" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	limits := []Limit{benchLimit}
+	var perSubject float64
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		store := NewMemoryStore(MemoryOptions{MaxSubjects: 2 * n})
+		layers := make([]LayerResult, 0, 1)
+		for _, s := range subjects {
+			store.AllowInto(ctx, Request{Subject: s, Route: "GET /x", Limits: limits}, layers)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if got := store.Len(); got != n {
+			b.Fatalf("store holds %d subjects, want %d", got, n)
+		}
+		perSubject = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(store)
+	}
+	b.ReportMetric(perSubject, "B/subject")
 	b.ReportMetric(0, "ns/op")
 }
