@@ -14,7 +14,10 @@
 # Contenders are interleaved round by round so that load from other
 # processes on a shared machine spreads over all of them; the tables give
 # medians over ROUNDS and the range. cpu us/req is the portal process's user
-# plus system CPU time over the requests wrk completed.
+# plus system CPU time over the requests wrk completed; "CPU share" is the
+# unlimited twin's CPU per request over the contender's, the share of the
+# route's throughput a portal that has the cores to itself keeps, which the
+# load of other processes moves much less than req/s.
 #
 # The script builds ./cmd/portal, starts its own redis-server on a free port
 # below 32768 (never the shared one), and creates one database per portal on
@@ -241,18 +244,24 @@ for line in open(sys.argv[1]):
     store, c, rps, p50, p99, bad, cpu = line.split()
     rows.setdefault((store, c), []).append((float(rps), float(p50), float(p99), int(bad), float(cpu)))
 med = lambda xs: statistics.median(xs)
-print(f"| store | caller | req/s median (range) | share of no limits (range) | p50 ms | p99 ms | portal CPU us/req |")
-print(f"|---|---|---|---|---|---|---|")
+print(f"| store | caller | req/s median (range) | share of no limits (range) | portal CPU us/req | CPU share | p50 ms | p99 ms |")
+print(f"|---|---|---|---|---|---|---|---|")
 for (store, c), rs in rows.items():
     rps = [r[0] for r in rs]
-    share = "-"
+    share = cpu_share = "-"
     twin = rows.get((store, c + "-off"))
     if twin and len(twin) == len(rs):
         # Ratios per round: each pair ran back to back, so load is shared.
         ratios = [a[0] / b[0] * 100 for a, b in zip(rs, twin)]
         share = f"{med(ratios):.0f} % ({min(ratios):.0f} - {max(ratios):.0f} %)"
+        # The share of the route's throughput a CPU-bound portal keeps:
+        # the unlimited route's CPU per request over the limited one's.
+        # Other processes' load moves it much less than req/s.
+        cpu = [b[4] / a[4] * 100 for a, b in zip(rs, twin) if a[4] > 0]
+        if cpu:
+            cpu_share = f"{med(cpu):.0f} % ({min(cpu):.0f} - {max(cpu):.0f} %)"
     bad = sum(r[3] for r in rs)
     note = f" NON-2XX: {bad}" if bad else ""
     print(f"| {store} | {c} | {med(rps)/1000:.1f}k ({min(rps)/1000:.1f}k - {max(rps)/1000:.1f}k) | {share} | "
-          f"{med(r[1] for r in rs):.2f} | {med(r[2] for r in rs):.2f} | {med(r[4] for r in rs):.1f} |{note}")
+          f"{med(r[4] for r in rs):.1f} | {cpu_share} | {med(r[1] for r in rs):.2f} | {med(r[2] for r in rs):.2f} |{note}")
 PY
