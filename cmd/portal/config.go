@@ -97,6 +97,10 @@ type Config struct {
 	// MetricsToken, when set, is required as a bearer token on GET /metrics
 	// (PORTAL_METRICS_TOKEN).
 	MetricsToken string
+	// DebugAddr, when set, serves Go's profiler (/debug/pprof/) on its own
+	// listen address, never on Addr (PORTAL_DEBUG_ADDR); empty, the default,
+	// serves it nowhere.
+	DebugAddr string
 	// SignIn is how many failed sign-ins are tolerated
 	// (PORTAL_SIGNIN_ADDRESS_FAILURES, PORTAL_SIGNIN_PAIR_FAILURES,
 	// PORTAL_SIGNIN_WINDOW, PORTAL_SIGNIN_ACCOUNT_FREE_FAILURES,
@@ -430,6 +434,14 @@ func settings(getenv func(string) string) []setting {
 				}
 				return nil
 			}},
+		{env: "PORTAL_DEBUG_ADDR", flag: "debug-addr", accepts: "a listen address host:port for /debug/pprof/ alone, e.g. 127.0.0.1:6060, or empty for none (it has no authentication: bind it to loopback)",
+			set: func(c *Config, v string) error {
+				c.DebugAddr = v
+				if v == "" {
+					return nil
+				}
+				return checkAddr(v)
+			}},
 		{env: "PORTAL_SIGNIN_ADDRESS_FAILURES", flag: "signin-address-failures", def: strconv.Itoa(defSignIn.AddressFailures),
 			accepts: "a whole number from 1 to 100000: failed sign-ins one address may make per PORTAL_SIGNIN_WINDOW, across accounts",
 			set:     func(c *Config, v string) error { return setCount(&c.SignIn.AddressFailures, v) }},
@@ -536,6 +548,14 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 			errs = append(errs, fmt.Errorf("invalid PORTAL_ADMIN_PASSWORD (-admin-password) (value hidden): %s; want %s",
 				fe["password"], all[index("PORTAL_ADMIN_PASSWORD")].accepts))
 		}
+	}
+	// The profiler must never share the public listener (or /metrics');
+	// port 0 picks a fresh port for each, so equal text is not the same
+	// address there.
+	if _, p, _ := net.SplitHostPort(cfg.DebugAddr); p != "0" && cfg.DebugAddr != "" &&
+		(cfg.DebugAddr == cfg.Addr || cfg.DebugAddr == cfg.MetricsAddr) {
+		errs = append(errs, fmt.Errorf("invalid PORTAL_DEBUG_ADDR (-debug-addr) %q: the same as PORTAL_ADDR or PORTAL_METRICS_ADDR; want %s",
+			cfg.DebugAddr, all[index("PORTAL_DEBUG_ADDR")].accepts))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err

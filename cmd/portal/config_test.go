@@ -184,6 +184,7 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"PORTAL_LOG_LEVEL", "loud", "invalid PORTAL_LOG_LEVEL (-log-level) \"loud\": unknown level; want debug, info, warn or error"},
 		{"PORTAL_MIGRATE", "sometimes", "invalid PORTAL_MIGRATE (-migrate) \"sometimes\""},
 		{"PORTAL_DEMO", "yes please", "invalid PORTAL_DEMO (-demo) \"yes please\""},
+		{"PORTAL_DEBUG_ADDR", "6060", "invalid PORTAL_DEBUG_ADDR (-debug-addr) \"6060\": not host:port; want a listen address host:port for /debug/pprof/ alone"},
 		{"PORTAL_SHUTDOWN_TIMEOUT", "forever", "invalid PORTAL_SHUTDOWN_TIMEOUT (-shutdown-timeout) \"forever\": out of range; want a duration"},
 	}
 	for _, tt := range tests {
@@ -208,6 +209,12 @@ func TestLoadConfigRejects(t *testing.T) {
 		_, _, err := LoadConfig(nil, envOf(map[string]string{"PORTAL_ADDR": "x", "PORTAL_INSTANCES": "-1", "PORTAL_LOG_FORMAT": "xml"}), io.Discard)
 		if err == nil || strings.Count(err.Error(), "\n") != 2 {
 			t.Errorf("error = %q, want three lines", err)
+		}
+	})
+	t.Run("DebugAddrNotThePublicOne", func(t *testing.T) {
+		_, _, err := LoadConfig(nil, envOf(map[string]string{"PORTAL_ADDR": "127.0.0.1:8080", "PORTAL_DEBUG_ADDR": "127.0.0.1:8080"}), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "invalid PORTAL_DEBUG_ADDR (-debug-addr) \"127.0.0.1:8080\": the same as PORTAL_ADDR") {
+			t.Errorf("error = %v, want PORTAL_DEBUG_ADDR refused", err)
 		}
 	})
 	t.Run("FlagValuesAreCheckedToo", func(t *testing.T) {

@@ -81,6 +81,39 @@ func TestMetricsOnTheirOwnAddressBehindAToken(t *testing.T) {
 	}
 }
 
+var profilerRE = regexp.MustCompile(`The profiler is served on (http://\S+)/debug/pprof/`)
+
+func TestProfilerOnlyOnTheDebugAddress(t *testing.T) {
+	t.Run("OffByDefault", func(t *testing.T) {
+		env := baseEnv(t)
+		env["DATABASE_URL"] = testenv.PostgresURL(t)
+		p := startPortal(t, env)
+		if profilerRE.MatchString(p.out.String()) {
+			t.Errorf("a profiler address was printed without PORTAL_DEBUG_ADDR:\n%s", p.out)
+		}
+		if status, body := get(t, p.url+"/debug/pprof/"); status == http.StatusOK || strings.Contains(body, "goroutine") {
+			t.Errorf("/debug/pprof/ on PORTAL_ADDR: status %d, body %.100q", status, body)
+		}
+	})
+	t.Run("OnItsOwnAddress", func(t *testing.T) {
+		env := baseEnv(t)
+		env["DATABASE_URL"] = testenv.PostgresURL(t)
+		env["PORTAL_DEBUG_ADDR"] = "127.0.0.1:0"
+		p := startPortal(t, env)
+		m := profilerRE.FindStringSubmatch(p.out.String())
+		if m == nil {
+			t.Fatalf("no profiler address printed:\n%s", p.out)
+		}
+		if status, body := get(t, p.url+"/debug/pprof/"); status == http.StatusOK || strings.Contains(body, "goroutine") {
+			t.Errorf("/debug/pprof/ on PORTAL_ADDR: status %d, body %.100q", status, body)
+		}
+		status, body := get(t, m[1]+"/debug/pprof/goroutine?debug=1")
+		if status != http.StatusOK || !strings.Contains(body, "goroutine profile: total") {
+			t.Errorf("goroutine profile on PORTAL_DEBUG_ADDR: status %d, body %.100q", status, body)
+		}
+	})
+}
+
 func TestSecuritySettings(t *testing.T) {
 	env := map[string]string{
 		"HOME":                                "/home/u",

@@ -209,6 +209,18 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		}()
 	}
 
+	var debugLn net.Listener
+	if cfg.DebugAddr != "" {
+		if debugLn, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
+			return fmt.Errorf("PORTAL_DEBUG_ADDR: cannot listen on %s: %w; set PORTAL_DEBUG_ADDR to a free address, or unset it", cfg.DebugAddr, unwrapOp(err))
+		}
+		defer func() {
+			if err != nil {
+				_ = debugLn.Close()
+			}
+		}()
+	}
+
 	var grpcLn net.Listener
 	var grpcSrv *grpc.Server
 	if cfg.GRPCAddr != "" {
@@ -293,7 +305,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 
-	serveErr := make(chan error, 3)
+	serveErr := make(chan error, 4)
 	var metricsSrv *http.Server
 	if metricsLn != nil {
 		// Its own server, so /metrics can sit on an address only the
@@ -309,6 +321,14 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		}
 		fmt.Fprintf(stdout, "Metrics are served on %s/metrics\n", publicURL(metricsLn.Addr()))
 		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+	}
+	var debugSrv *http.Server
+	if debugLn != nil {
+		debugSrv = newDebugServer(logger)
+		fmt.Fprintf(stdout, "The profiler is served on %s/debug/pprof/ (keep this address private)\n", publicURL(debugLn.Addr()))
+		go func() { serveErr <- debugSrv.Serve(debugLn) }()
+		// A profile in progress would hold the shutdown for its length.
+		defer debugSrv.Close()
 	}
 	url := publicURL(ln.Addr())
 	fmt.Fprintf(stdout, "Sluice is listening on %s\n", url)

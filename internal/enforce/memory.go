@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -69,10 +70,13 @@ const DefaultMaxSubjects = 50_000
 // first element and checks on each use that its contents are unchanged, so
 // editing a slice in place is still seen, only more slowly.
 type MemoryStore struct {
-	now        func() time.Time // nil: wall
-	wall       wallClock
-	seed       maphash.Seed
-	shards     []memShard
+	now    func() time.Time // nil: wall
+	wall   wallClock
+	seed   maphash.Seed
+	shards []memShard
+	// shardShift takes a hash's top bits as its shard's index; the probe
+	// in the shard's table starts from the low bits (see locate).
+	shardShift uint
 	sets       limitSetCache
 	sweepEvery int64 // µs
 	usage      bool
@@ -233,6 +237,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		most = DefaultMaxSubjects
 	}
 	s.shardMax = int64((most + len(s.shards) - 1) / len(s.shards))
+	s.shardShift = uint(64 - bits.TrailingZeros(uint(len(s.shards))))
 	s.wall.anchor()
 	if s.sweepEvery <= 0 {
 		s.sweepEvery = time.Minute.Microseconds()
@@ -273,11 +278,17 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-// locate hashes subject once for both its shard and its key there.
+// locate hashes subject once for both its shard and its key there. The
+// shard is the hash's top bits and the table's probe starts from its low
+// bits: when both came from the low bits, every key of a shard shared those
+// bits, so a shard's keys started their probes on one slot in 64 of its
+// table and piled into long chains (100,000 subjects: 12.2 slots walked per
+// lookup on average, 45 at worst, against 0.31 and 17 now; see
+// TestMemoryStoreProbesStayShort). A shift of 64, with one shard, gives
+// shard 0.
 func (s *MemoryStore) locate(subject string) (*memShard, uint64) {
 	h := maphash.String(s.seed, subject)
-	// The count is a power of two, so a mask replaces a division.
-	return &s.shards[h&uint64(len(s.shards)-1)], h
+	return &s.shards[h>>s.shardShift], h
 }
 
 // get returns the state of subject, whose hash is h, or nil. It takes no
