@@ -44,6 +44,15 @@ type RedisOptions struct {
 	// (default one second): the most other instances' dashboards lag and a
 	// crash loses.
 	UsageFlush time.Duration
+	// UsageTopSubjects bounds the usage series this store writes per bucket
+	// for callers without a Request.Key (anonymous addresses, sign-in
+	// throttles): the first that many seen in a bucket, biggest first
+	// within a flush, get a series of their own, and the rest are added to
+	// one row per route under UsageOthers, so a flood of new callers costs
+	// a bounded number of Redis keys (default DefaultUsageTopSubjects).
+	// Keyed callers (developers) always get their own series: they are
+	// accounts, bounded by sign-up rather than by addresses.
+	UsageTopSubjects int
 	// MaxBatch caps the decisions sent in one batch, one script call on a
 	// single Redis (default 128).
 	MaxBatch int
@@ -117,6 +126,13 @@ type RedisStore struct {
 	args       atomic.Pointer[map[Limit]*limitArgs] // copied on write: reads take no lock
 	tally      usageTally
 	usageFlush time.Duration
+	usageTop   int
+	// flushMu serialises flushes (the ticker's and Usage's), which share
+	// written.
+	flushMu sync.Mutex
+	// written holds, per bucket, the unkeyed subjects given a series of
+	// their own so far; a bucket is dropped once out of retention.
+	written map[int64]map[string]struct{}
 	queue      chan *redisCall
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -193,6 +209,10 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice:"
+	}
+	s.usageTop = opts.UsageTopSubjects
+	if s.usageTop <= 0 {
+		s.usageTop = DefaultUsageTopSubjects
 	}
 	s.usageFlush = opts.UsageFlush
 	if s.usageFlush <= 0 {
@@ -312,7 +332,7 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 		now := s.clock()
 		if d, ok := s.negative.get(negKey, req.Limits, now); ok {
 			if s.usage {
-				s.tally.add(req.Subject, req.Route, usageBucketStart(now.Unix()), false)
+				s.tally.add(req.Subject, req.Route, usageBucketStart(now.Unix()), false, req.Key != "")
 			}
 			s.metrics.count(false)
 			return d, nil
@@ -344,7 +364,7 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
 	}
 	if consume && s.usage {
-		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed)
+		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed, req.Key != "")
 	}
 	s.putCall(call)
 	if negKey != "" && !d.Allowed {
@@ -947,10 +967,13 @@ func (s *RedisStore) flushEvery() {
 // pipeline, setting each hash's TTL; on failure the counts are kept for the
 // next flush (up to maxPendingUsage).
 func (s *RedisStore) flushUsage(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	counts := s.tally.take()
 	if len(counts) == 0 {
 		return nil
 	}
+	s.written = foldOthers(counts, s.written, s.usageTop, usageBucketStart(s.clock().Unix()))
 	pipe := s.client.Pipeline()
 	ttl := UsageRetention
 	expired := make(map[string]bool, len(counts))
