@@ -98,8 +98,8 @@ func TestFoldOthers(t *testing.T) {
 	}
 	want := map[string]int64{
 		"ip:b r1": 9, "ip:b r2": 1, // the two biggest keep their series
-		"ip:a r1": 5,
-		"dev:1 r1": 1, // keyed: never folded
+		"ip:a r1":           5,
+		"dev:1 r1":          1, // keyed: never folded
 		UsageOthers + " r1": 2, UsageOthers + " r2": 3,
 	}
 	if len(got) != len(want) {
