@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,12 +86,24 @@ func (s *Server) liveKeys(w http.ResponseWriter, r *http.Request) {
 
 // liveStream pushes each watched key's figures every second as a
 // Server-Sent Event named "key-<id>" whose data is the key's HTML fragment.
+// An operator holds at most StreamsPerUser streams, and the streams
+// watching the same keys share one computation per tick.
 func (s *Server) liveStream(w http.ResponseWriter, r *http.Request) {
 	ids, _, err := parseKeyIDs(r.URL.Query())
 	if err != nil || len(ids) == 0 {
 		http.Error(w, "name between 1 and 10 key ids in keys=", http.StatusBadRequest)
 		return
 	}
+	user, _ := s.currentUser(r)
+	release, ok := s.streams.open(w, user.ID)
+	if !ok {
+		return
+	}
+	defer release()
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	view, unwatch := s.shares.watch(streamURL(sorted))
+	defer unwatch()
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -99,27 +112,38 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 
 	ctx := r.Context()
-	lv := newLiveView(s)
 	tick := time.NewTicker(liveTick)
 	defer tick.Stop()
-	var buf bytes.Buffer
 	for {
-		buf.Reset()
-		for _, id := range ids {
-			k, err := lv.figures(ctx, id)
-			if err != nil && ctx.Err() != nil {
-				return
+		events, err := view.frame(func(state *any) ([]byte, error) {
+			// The view's liveView (its keys' limits, reread every few
+			// seconds) is kept with the view, shared by its streams.
+			lv, _ := (*state).(*liveView)
+			if lv == nil {
+				lv = newLiveView(s)
+				*state = lv
 			}
-			var frag bytes.Buffer
-			if err := views.LiveKeyFragment(k).Render(ctx, &frag); err != nil {
-				return
+			var buf bytes.Buffer
+			for _, id := range sorted {
+				k, err := lv.figures(ctx, id)
+				if err != nil && ctx.Err() != nil {
+					return nil, err
+				}
+				var frag bytes.Buffer
+				if err := views.LiveKeyFragment(k).Render(ctx, &frag); err != nil {
+					return nil, err
+				}
+				writeEvent(&buf, views.LiveEvent(id), frag.Bytes())
 			}
-			writeEvent(&buf, views.LiveEvent(id), frag.Bytes())
+			return buf.Bytes(), nil
+		})
+		if err != nil {
+			return
 		}
 		// A stream outlives the server's write timeout; each push gets
 		// its own deadline instead.
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.Write(buf.Bytes()); err != nil {
+		if _, err := w.Write(events); err != nil {
 			return
 		}
 		if err := rc.Flush(); err != nil {
@@ -193,7 +217,7 @@ func (lv *liveView) figures(ctx context.Context, id int64) (views.LiveKey, error
 	// keys share one subject and its usage series.
 	subject := enforce.DeveloperSubject(k.UserID)
 	if len(c.limits) > 0 {
-		d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: c.limits})
+		d, err := s.dashboard.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: c.limits})
 		if err != nil {
 			out.Problem = "The rate-limit store could not be read just now."
 			s.log.Warn("live view peek", "key_id", k.ID, "err", err)

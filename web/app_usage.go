@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
@@ -37,7 +38,18 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 
 // myUsageStream pushes the usage fragment every second as the SSE event
 // views.MyUsageEvent, until the browser goes away.
+//
+// A developer holds at most StreamsPerUser streams, and all the streams of
+// one developer share one computation per tick.
 func (s *Server) myUsageStream(w http.ResponseWriter, r *http.Request) {
+	user, _ := s.currentUser(r)
+	release, ok := s.streams.open(w, user.ID)
+	if !ok {
+		return
+	}
+	defer release()
+	view, unwatch := s.shares.watch("app:" + strconv.FormatInt(user.ID, 10))
+	defer unwatch()
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -47,26 +59,30 @@ func (s *Server) myUsageStream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tick := time.NewTicker(liveTick)
 	defer tick.Stop()
-	var buf, frag bytes.Buffer
 	for {
-		u, err := s.myUsageFigures(ctx, r)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+		event, err := view.frame(func(*any) ([]byte, error) {
+			u, err := s.myUsageFigures(ctx, r)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				s.log.Warn("usage stream", "err", err)
+				u = views.MyUsage{Problem: "Your figures could not be read just now.", Updated: s.now()}
 			}
-			s.log.Warn("usage stream", "err", err)
-			u = views.MyUsage{Problem: "Your figures could not be read just now.", Updated: s.now()}
-		}
-		frag.Reset()
-		if err := views.MyUsageFragment(u).Render(ctx, &frag); err != nil {
+			var frag, buf bytes.Buffer
+			if err := views.MyUsageFragment(u).Render(ctx, &frag); err != nil {
+				return nil, err
+			}
+			writeEvent(&buf, views.MyUsageEvent, frag.Bytes())
+			return buf.Bytes(), nil
+		})
+		if err != nil {
 			return
 		}
-		buf.Reset()
-		writeEvent(&buf, views.MyUsageEvent, frag.Bytes())
 		// A stream outlives the server's write timeout; each push gets its
 		// own deadline instead.
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.Write(buf.Bytes()); err != nil {
+		if _, err := w.Write(event); err != nil {
 			return
 		}
 		if err := rc.Flush(); err != nil {
@@ -111,7 +127,7 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 			return out, fmt.Errorf("usage: limits of key %d: %w", k.ID, err)
 		}
 		if len(limits) > 0 {
-			d, err := s.deps.Limiter.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: limits})
+			d, err := s.dashboard.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: limits})
 			if err != nil {
 				s.log.Warn("usage peek", "key_id", k.ID, "err", err)
 				out.Problem = "The rate-limit store could not be read just now."

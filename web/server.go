@@ -37,10 +37,21 @@ type Deps struct {
 	Plans *plans.Service
 	Keys  *apikeys.Service
 	// Limiter is Sluice's own engine; the sign-in form is rate limited with
-	// it, and the live view peeks at keys' limits through it.
+	// it.
 	Limiter enforce.Store
-	// Usage reads the engine's usage series (both stores implement it).
+	// Dashboard is the engine as the dashboards read it (the live views'
+	// and usage pages' Peeks): with Redis, a store over a client of its
+	// own, so dashboards never queue behind the request path's pipeline or
+	// feed its circuit breaker. Nil means Limiter.
+	Dashboard enforce.Store
+	// Usage reads the engine's usage series (both stores implement it);
+	// with Redis, through the dashboards' client as well.
 	Usage UsageReader
+	// StreamsPerUser and StreamsMax cap the live streams (/app/stream,
+	// /admin/live/stream) open at once per user and in all; beyond them a
+	// stream is answered 429. Zero means DefaultStreamsPerUser and
+	// DefaultStreamsMax.
+	StreamsPerUser, StreamsMax int
 	// Health lists the dependencies whose failure shows a banner on every
 	// page (e.g. Postgres, Redis).
 	Health []HealthCheck
@@ -75,6 +86,10 @@ type Server struct {
 	usage    usageCache
 	// localLimiter counts sign-in attempts while the shared store is down.
 	localLimiter *enforce.MemoryStore
+	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
+	dashboard enforce.Store
+	streams   *streamGate
+	shares    *viewShares
 }
 
 // New builds the UI from its dependencies. It panics on a missing required
@@ -93,6 +108,12 @@ func New(deps Deps) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.dashboard = deps.Dashboard
+	if s.dashboard == nil {
+		s.dashboard = deps.Limiter
+	}
+	s.streams = newStreamGate(deps.StreamsPerUser, deps.StreamsMax)
+	s.shares = newViewShares()
 	s.sessions = newSessionStore(deps.SessionSecret)
 	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()

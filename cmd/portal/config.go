@@ -89,6 +89,14 @@ type Config struct {
 	// MemoryMaxSubjects bounds the subjects the memory store holds
 	// (PORTAL_MEMORY_MAX_SUBJECTS).
 	MemoryMaxSubjects int
+	// StreamsPerUser and StreamsMax cap the live dashboard streams
+	// (PORTAL_STREAMS_PER_USER, PORTAL_STREAMS_MAX).
+	StreamsPerUser, StreamsMax int
+	// DashboardRedisTimeout and DashboardRedisPool shape the dashboards' own
+	// Redis client, kept apart from the request path's
+	// (PORTAL_DASHBOARD_REDIS_TIMEOUT, PORTAL_DASHBOARD_REDIS_POOL).
+	DashboardRedisTimeout time.Duration
+	DashboardRedisPool    int
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -244,6 +252,21 @@ func settings(getenv func(string) string) []setting {
 			set: intSetting(1, 10000, func(c *Config) *int { return &c.KeysPerDeveloper })},
 		{env: "PORTAL_MEMORY_MAX_SUBJECTS", flag: "memory-max-subjects", def: strconv.Itoa(enforce.DefaultMaxSubjects), accepts: "a whole number from 1000 to 100000000: the most subjects the in-memory counters hold",
 			set: intSetting(1000, 100_000_000, func(c *Config) *int { return &c.MemoryMaxSubjects })},
+		{env: "PORTAL_STREAMS_PER_USER", flag: "streams-per-user", def: "3", accepts: "a whole number from 1 to 100: live dashboard streams one user may hold open",
+			set: intSetting(1, 100, func(c *Config) *int { return &c.StreamsPerUser })},
+		{env: "PORTAL_STREAMS_MAX", flag: "streams-max", def: "256", accepts: "a whole number from 1 to 100000: live dashboard streams open at once on this instance",
+			set: intSetting(1, 100_000, func(c *Config) *int { return &c.StreamsMax })},
+		{env: "PORTAL_DASHBOARD_REDIS_TIMEOUT", flag: "dashboard-redis-timeout", def: "1s", accepts: "a duration from 10ms to 30s: how long a dashboard read may wait for Redis",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 10*time.Millisecond || d > 30*time.Second {
+					return errors.New("out of range")
+				}
+				c.DashboardRedisTimeout = d
+				return nil
+			}},
+		{env: "PORTAL_DASHBOARD_REDIS_POOL", flag: "dashboard-redis-pool", def: "4", accepts: "a whole number from 1 to 256: connections of the dashboards' own Redis client",
+			set: intSetting(1, 256, func(c *Config) *int { return &c.DashboardRedisPool })},
 		{env: "PORTAL_LOG_FORMAT", flag: "log-format", def: "text", accepts: "text or json",
 			set: func(c *Config, v string) error {
 				c.LogJSON = v == "json"

@@ -45,3 +45,25 @@ func TestLoadConfigSubjectSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigStreamAndDashboardSettings(t *testing.T) {
+	cfg, _, err := LoadConfig(nil, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StreamsPerUser != 3 || cfg.StreamsMax != 256 || cfg.DashboardRedisPool != 4 || cfg.DashboardRedisTimeout.String() != "1s" {
+		t.Fatalf("defaults: streams %d/%d, dashboard pool %d timeout %s; want 3/256, 4, 1s",
+			cfg.StreamsPerUser, cfg.StreamsMax, cfg.DashboardRedisPool, cfg.DashboardRedisTimeout)
+	}
+	for _, tt := range []struct{ env, value string }{
+		{"PORTAL_STREAMS_PER_USER", "0"},
+		{"PORTAL_STREAMS_MAX", "100001"},
+		{"PORTAL_DASHBOARD_REDIS_POOL", "0"},
+		{"PORTAL_DASHBOARD_REDIS_TIMEOUT", "1ms"},
+	} {
+		_, _, err := LoadConfig(nil, envOf(map[string]string{tt.env: tt.value}), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.env) {
+			t.Errorf("%s=%s: err = %v, want one naming the variable", tt.env, tt.value, err)
+		}
+	}
+}

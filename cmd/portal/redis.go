@@ -105,3 +105,18 @@ func openRedis(ctx context.Context, raw string) (redis.UniversalClient, string, 
 	}
 	return client, desc, nil
 }
+
+// dashboardRedis returns a client of REDIS_URL for the dashboards alone: a
+// pool of its own (PORTAL_DASHBOARD_REDIS_POOL connections) and its own
+// timeouts (PORTAL_DASHBOARD_REDIS_TIMEOUT), so a hundred live views reading
+// Redis neither take the request path's connections nor wait in its
+// pipeline, and their timeouts never reach its circuit breaker.
+func dashboardRedis(raw string, pool int, timeout time.Duration) (redis.UniversalClient, error) {
+	opts, _, err := redisOptions(raw)
+	if err != nil {
+		return nil, err
+	}
+	opts.PoolSize = pool
+	opts.ReadTimeout, opts.WriteTimeout = timeout, timeout
+	return redis.NewUniversalClient(opts), nil
+}

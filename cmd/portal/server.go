@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -64,9 +65,10 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// Counters: Redis when configured, behind the failure-mode policy;
 	// otherwise the memory store (one instance).
 	var (
-		counters limitStore
-		limiter  enforce.Store
-		closers  []func()
+		counters  limitStore
+		limiter   enforce.Store
+		dashboard enforce.Store // nil: the limiter
+		closers   []func()
 	)
 	if d.redis != nil {
 		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{
@@ -83,6 +85,21 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
 		}
 		counters, limiter = rs, enforce.NewFailoverStore(rs, fo)
+
+		// The dashboards read through a client and a store of their own.
+		dc, err := dashboardRedis(d.cfg.RedisURL, d.cfg.DashboardRedisPool, d.cfg.DashboardRedisTimeout)
+		if err != nil {
+			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		ds, err := enforce.NewRedisStore(dc, enforce.RedisOptions{
+			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.DashboardRedisTimeout, DisableUsage: true,
+		})
+		if err != nil {
+			_ = dc.Close()
+			return nil, nil, fmt.Errorf("REDIS_URL: load the rate-limit script for the dashboards: %w", err)
+		}
+		closers = append(closers, func() { _ = ds.Close(); _ = dc.Close() })
+		counters, dashboard = ds, ds
 	} else {
 		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
 		counters, limiter = mem, mem
@@ -130,7 +147,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Plans:  planSvc,
 		Keys:   keySvc,
 		Tokens: optokens.NewStore(d.pool, d.cfg.AdminToken),
-		Store:  limiter,
+		Store:  cmp.Or(dashboard, limiter), // its key usage reads are a dashboard's
 		Pool:   d.pool,
 		Logger: d.logger,
 	}))
@@ -144,7 +161,10 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Plans:          planSvc,
 		Keys:           keySvc,
 		Limiter:        limiter,
+		Dashboard:      dashboard,
 		Usage:          counters,
+		StreamsPerUser: d.cfg.StreamsPerUser,
+		StreamsMax:     d.cfg.StreamsMax,
 		Health:         health,
 		TrustedProxies: d.cfg.TrustedProxies,
 	}))
