@@ -42,7 +42,7 @@ func BenchmarkMemoryInterleavedParallel(b *testing.B) {
 	const per = 200_000
 	workers := runtime.GOMAXPROCS(0)
 	subjects := benchSubjects()
-	store := NewMemoryStore(MemoryOptions{DisableUsage: true})
+	store := NewMemoryStore(MemoryOptions{DisableUsage: true, MaxSubjects: benchMaxSubjects})
 	for _, s := range append(subjects, "key:hot") {
 		fillBucket(store, s)
 	}
