@@ -180,7 +180,7 @@ func DocsPage(p Page, m docs.Model) templ.Component {
 					}
 				}
 				if len(pl.Global) > 0 {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<p class=\"muted\">Plan-wide, every request:</p><ul>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<p class=\"muted\">Plan-wide, every request, shared by all of a developer's keys:</p><ul>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

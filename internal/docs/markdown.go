@@ -30,7 +30,7 @@ func Markdown(m Model) string {
 			p("%s\n\n", pl.Description)
 		}
 		if len(pl.Global) > 0 {
-			p("Plan-wide limits, spent by every request:\n\n")
+			p("Plan-wide limits, spent by every request and shared by all of a developer's keys (without a key: per IPv4 address or IPv6 /64):\n\n")
 			for _, l := range pl.Global {
 				p("- `%s`: %s, %s.\n", l.Policy, l.Rate, algorithmTitle(l))
 			}
@@ -39,6 +39,7 @@ func Markdown(m Model) string {
 	}
 
 	p("## Endpoints\n\n")
+	p("An endpoint's tiers count per API key; the plan-wide limits above count per developer, all keys together.\n\n")
 	for _, e := range m.Endpoints {
 		p("### `%s`\n\n%s\n\n", e.Route, e.Description)
 		p("```sh\n%s\n```\n\n", e.Curl)

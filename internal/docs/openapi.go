@@ -311,7 +311,7 @@ func components() oaComponents {
 			"BadRequest":  {Description: "A parameter or the body is invalid; the message names it.", Content: errorContent("Error")},
 		},
 		SecuritySchemes: map[string]oaSecurityScheme{
-			"bearerKey": {Type: "http", Scheme: "bearer", Description: "Your API key: Authorization: Bearer <key>. Without a key you get the anonymous plan, limited per IP."},
+			"bearerKey": {Type: "http", Scheme: "bearer", Description: "Your API key: Authorization: Bearer <key>. A plan's plan-wide limits are shared by all your keys; its endpoint tiers count per key. Without a key you get the anonymous plan, limited per IPv4 address or IPv6 /64."},
 			"headerKey": {Type: "apiKey", In: "header", Name: "X-API-Key", Description: "Your API key, alternatively."},
 		},
 	}
