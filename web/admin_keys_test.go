@@ -281,7 +281,7 @@ func TestUsageOverviewAndLiveView(t *testing.T) {
 		got := [4]string{text(d, "total-admitted"), text(d, "total-rejected"),
 			strings.TrimSpace(d.Find(`[data-testid="consumer-row"] td`).First().Text()),
 			strings.TrimSpace(d.Find(`[data-testid="rejected-row"] td`).First().Text())}
-		want := [4]string{"3", "2", "ci (" + developerEmail + ")", "GET /api/search"}
+		want := [4]string{"3", "2", "all keys (" + developerEmail + ")", "GET /api/search"}
 		if got != want {
 			t.Errorf("overview %q, want %q", got, want)
 		}

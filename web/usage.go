@@ -154,7 +154,8 @@ func summarize(points []enforce.UsagePoint, byKey map[string]recentKey, since, n
 		if c == nil {
 			c = &views.Consumer{Subject: p.Subject}
 			if known {
-				c.KeyID, c.Owner, c.Name = k.ID, k.Owner, k.Name
+				// The subject is the developer's: every key of theirs.
+				c.KeyID, c.Owner, c.Name = k.ID, k.Owner, "all keys"
 			}
 			consumers[p.Subject] = c
 		}
