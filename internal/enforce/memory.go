@@ -149,28 +149,27 @@ type subjectState struct {
 	limits  []limitState
 	expires int64 // µs: when nothing of this subject matters any more
 	last    int64 // µs: the clock reading of the latest write
-	// held is when the last limit state expires (µs): past it only the
-	// usage series is left, and the subject is the first to be evicted.
-	held int64
+	inline  [2]limitState
+	usage   []routeSeries
 	// guard is until when a limit is exhausted (µs): the latest decision
 	// found a layer with nothing remaining, so forgetting the subject
-	// before then would hand it a fresh budget early.
-	guard  int64
-	inline [2]limitState
-	usage  []routeSeries
+	// before then would hand it a fresh budget early. It comes last, off
+	// the lines every decision reads: it is written only at a limit.
+	guard int64
 }
 
 // limitState is one limit's state; a limit edited to another window, limit
 // or burst is a new state (the old one ages out), as in Redis, where those
 // figures are part of the key. The fields a decision reads come first.
 type limitState struct {
-	key *limitKey
-	// scope is the Request.Key of a PerKey limit's state, "" for state
-	// shared by the whole subject.
-	scope   string
+	key     *limitKey
 	counter counterState
 	expires int64
-	log     logRing
+	// scope is the Request.Key of a PerKey limit's state, "" for state
+	// shared by the whole subject; after the counter, which every decision
+	// reads, so the counter keeps its place beside the key.
+	scope string
+	log   logRing
 }
 
 // limitKey tells limit states apart: the limit's name and the figures that
@@ -550,7 +549,6 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 		}
 		st.consume(&ps[i], &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
-		sub.held = max(sub.held, st.expires)
 	}
 	if !fresh {
 		return
@@ -573,7 +571,6 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 		st := &sub.limits[len(sub.limits)-1]
 		st.consume(p, &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
-		sub.held = max(sub.held, st.expires)
 	}
 }
 
@@ -647,13 +644,16 @@ func (sub *subjectState) find(key *limitKey, name string, p *params, scope strin
 	}
 	for i := range sub.limits {
 		st := &sub.limits[i]
-		if st.scope != scope {
+		// Most states are the subject's own (scope ""): a length test
+		// settles them without a string comparison.
+		inScope := len(st.scope) == len(scope) && (len(scope) == 0 || st.scope == scope)
+		if st.key == key {
+			if inScope {
+				return st
+			}
 			continue
 		}
-		if st.key == key {
-			return st
-		}
-		if st.key.matches(name, p) {
+		if inScope && st.key.matches(name, p) {
 			if key != nil {
 				st.key = key
 			}
