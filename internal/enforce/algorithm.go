@@ -451,3 +451,57 @@ func (r *logRing) commit(now, window, cost int64) {
 	r.entries = append(r.entries, logEntry{ts: now, cost: cost})
 	r.sum += cost
 }
+
+// figures are what give a counter state its meaning: the algorithm and the
+// window, limit and (buckets only, defaulted) burst it was made under. Both
+// stores keep them beside the state, so a limit edited in place rescales its
+// state at the next request instead of starting afresh or waiting for the
+// old window to end.
+type figures struct {
+	kind                 algKind
+	window, limit, burst int64
+}
+
+func figuresOf(p *params) figures {
+	return figures{kind: p.kind, window: p.window, limit: p.limit, burst: p.burst}
+}
+
+// rescale returns s, made under the figures f, as a state of p at now. The
+// rule is that what was spent stays spent, in units of cost: a window's
+// counts carry into the window of the new size that holds now (a count whose
+// window had already ended is dropped), and a bucket's debt, (tat-now)/T,
+// is repaid at the new rate. So raising a limit, a window's rate or a burst
+// admits at the next request, lowering one rejects at the next request, and
+// neither waits for an old window or arrival time. Another algorithm starts
+// afresh. scripts/decide.lua's rescale runs the same operations.
+func rescale(s counterState, f figures, p *params, now int64) counterState {
+	if !s.has {
+		return s
+	}
+	if f.kind != p.kind {
+		return counterState{}
+	}
+	switch p.kind {
+	case kindFixedWindow, kindSlidingCounter:
+		if f.window == p.window {
+			return s // a count is compared with whatever the limit is now
+		}
+		idx := now / f.window
+		switch s.idx {
+		case idx, idx + 1: // the current window (idx+1: the clock stepped back)
+			return counterState{idx: now / p.window, count: s.count, prev: s.prev, has: true}
+		case idx - 1:
+			if p.kind == kindSlidingCounter {
+				return counterState{idx: now / p.window, prev: s.count, has: true}
+			}
+		}
+		return counterState{}
+	default:
+		n := float64(now)
+		if (f.window == p.window && f.limit == p.limit) || s.tat <= n {
+			return s // the same rate, or no debt: a burst change is in the tolerance
+		}
+		s.tat = n + (s.tat-n)/(float64(f.window)/float64(f.limit))*p.interval
+		return s
+	}
+}

@@ -97,9 +97,12 @@ type RedisOptions struct {
 // Keys: every limit but the sliding log keeps its state in fields of one
 // hash per subject, <prefix>{<subject>}, so a decision reads all of them
 // with one HMGET and writes them with one HSET whatever the layer count. A
-// field is named <limit name>:<algorithm code>:<window µs>:<limit>[:<burst>]
-// (the burst for the buckets only), so editing a limit's figures starts
-// fresh state; the hash's TTL runs a window past its latest state's expiry.
+// limit's fields are named by the limit alone (<name>, <name>+, <name>-),
+// beside <name># holding the figures they were written under
+// (<algorithm code>:<window µs>:<limit>:<burst>), so a limit edited in place
+// keeps one set of fields, rescaled by the script at the next request (see
+// rescale), and one switched to another algorithm drops the fields it no
+// longer uses; the hash's TTL runs a window past its latest state's expiry.
 // A sliding log is the sorted set <prefix>{<subject>}:<field> and its
 // metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>.
 // One subject's keys share a Redis Cluster slot; every key is written with a
@@ -485,7 +488,9 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 type limitArgs struct {
 	kind  algKind
 	field string
-	args  [6]any
+	// args are the script's seven arguments of the limit: field, code,
+	// limit, window, burst, cost, figures.
+	args [7]any
 }
 
 // scoped returns la for the state of one key inside the subject: the same
@@ -517,22 +522,18 @@ func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The figures that give the state its meaning are part of its name,
-	// so a plan edit starts a fresh state and the old one expires.
+	// The state is named by the limit, and the figures that give it its
+	// meaning are stored beside it, so an edit rescales it (see rescale).
+	field := l.Name
 	var buf [80]byte
-	b := append(buf[:0], l.Name...)
-	b = append(b, ':')
-	b = append(b, p.kind.code()...)
+	b := append(buf[:0], p.kind.code()...)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.window, 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.limit, 10)
-	if p.kind == kindTokenBucket || p.kind == kindLeakyBucket {
-		b = append(b, ':')
-		b = strconv.AppendInt(b, p.burst, 10)
-	}
-	field := string(b)
-	la := &limitArgs{kind: p.kind, field: field, args: [6]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost}}
+	b = append(b, ':')
+	b = strconv.AppendInt(b, p.burst, 10)
+	la := &limitArgs{kind: p.kind, field: field, args: [7]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost, string(b)}}
 	// A miss copies the map: limits change with plans, rarely, while every
 	// decision reads them.
 	s.argsMu.Lock()
@@ -802,7 +803,7 @@ func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall,
 }
 
 // evalSha queues (or, on a client, runs) one script call deciding reqs, all
-// of one clock: each distinct limit's six arguments once, then each request
+// of one clock: each distinct limit's seven arguments once, then each request
 // as its mode, its limit count and its limits' numbers in that list, so a
 // batch of one plan's requests sends Redis three arguments a request rather
 // than eight. The command copies w's scratch slices, so they are reused.

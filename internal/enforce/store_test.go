@@ -92,9 +92,12 @@ type wantLayer struct {
 
 // step is one request of a case, at an offset from epoch.
 type step struct {
-	at      time.Duration
-	peek    bool
-	cost    int64 // overrides every limit's Cost when set
+	at   time.Duration
+	peek bool
+	cost int64 // overrides every limit's Cost when set
+	// edit replaces the case's limits from this step on, as a plan edit
+	// replaces a tier in place (same names).
+	edit    []Limit
 	allowed bool
 	delay   time.Duration
 	layers  []wantLayer
@@ -296,6 +299,9 @@ func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limit
 	ctx := context.Background()
 	for i, st := range steps {
 		clock.Set(epoch.Add(st.at))
+		if st.edit != nil {
+			limits = st.edit
+		}
 		ls := limits
 		if st.cost != 0 {
 			ls = make([]Limit, len(limits))
