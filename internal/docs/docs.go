@@ -134,6 +134,8 @@ func Build(all []plans.Plan, opts Options) (Model, error) {
 	var shown []plans.Plan
 	for _, p := range all {
 		if p.IsPublic || (opts.YourPlan != "" && p.Slug == opts.YourPlan) {
+			// Shadow tiers are tried in the dark: never documented.
+			p.Limits = slices.DeleteFunc(slices.Clone(p.Limits), func(l plans.Limit) bool { return l.Mode == enforce.ModeShadow })
 			shown = append(shown, p)
 		}
 	}

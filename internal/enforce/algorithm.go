@@ -86,6 +86,7 @@ type params struct {
 	burst  int64 // token bucket capacity (defaulted) or leaky bucket queue depth
 	cost   int64
 	queue  bool
+	shadow bool
 	// interval (T = W/limit, µs per unit of cost) and tolerance (burst*T)
 	// are the bucket algorithms' figures, computed once per limit with the
 	// same float64 operations the script runs per call.
@@ -94,7 +95,7 @@ type params struct {
 }
 
 func paramsOf(l *Limit) (params, error) {
-	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue}
+	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue, shadow: l.Mode == ModeShadow}
 	if l.Name == "" || p.kind == 0 || p.limit < 1 || p.window < 1 || p.burst < 0 || p.cost < 0 {
 		return params{}, limitError(*l)
 	}

@@ -121,9 +121,15 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, v
 
 // appendPolicy appends the RateLimit-Policy value of limits, which depends
 // on nothing else, so the middleware computes it once per limit set.
+// Shadow limits are never shown, so they are left out.
 func appendPolicy(dst []byte, limits []Limit) []byte {
+	n := 0
 	for i := range limits {
-		dst = appendPolicyItem(dst, i, &limits[i])
+		if limits[i].Mode == ModeShadow {
+			continue
+		}
+		dst = appendPolicyItem(dst, n, &limits[i])
+		n++
 	}
 	return dst
 }

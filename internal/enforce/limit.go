@@ -49,14 +49,19 @@ const (
 	// ModeDegrade lets the handler serve a reduced or cached answer, marked in
 	// a response header.
 	ModeDegrade Mode = "degrade"
+	// ModeShadow tries a limit in the dark: it is decided and consumes on
+	// every admitted request like any other layer (all or nothing), but it
+	// never rejects a request and is never shown to the client; the
+	// middleware counts what it would have rejected.
+	ModeShadow Mode = "shadow"
 )
 
 // Modes lists every mode.
-var Modes = []Mode{ModeReject, ModeQueue, ModeDegrade}
+var Modes = []Mode{ModeReject, ModeQueue, ModeDegrade, ModeShadow}
 
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool {
-	return m == ModeReject || m == ModeQueue || m == ModeDegrade
+	return m == ModeReject || m == ModeQueue || m == ModeDegrade || m == ModeShadow
 }
 
 // Limit is one layer of rate limiting: how many units of cost a subject may
@@ -126,7 +131,8 @@ type Request struct {
 
 // Decision is the outcome of Allow or Peek.
 type Decision struct {
-	// Allowed is true when every limit admitted the request.
+	// Allowed is true when every limit admitted the request, shadow limits
+	// (ModeShadow) aside: their layers say what they would have done.
 	Allowed bool
 	// Layers holds one result per limit of the request, in the same order.
 	Layers []LayerResult

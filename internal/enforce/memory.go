@@ -457,11 +457,14 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		states[i] = st
 		cur[i].of(st, p, now)
 		evaluate(&cur[i], p, now, consume, &next[i], &outs[i])
-		allowed = allowed && outs[i].allowed
+		allowed = allowed && (outs[i].allowed || p.shadow)
 	}
 	if consume {
 		if allowed {
-			sub.commit(&req, ps, keys, states, next, now)
+			// A shadow layer over its limit keeps its rescaled state as
+			// after a rejection; before commit, which may move the states.
+			sub.keepRescaled(&req, ps, keys, states, cur, outs)
+			sub.commit(&req, ps, keys, states, next, outs, now)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
@@ -470,7 +473,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 					evaluate(&cur[i], &ps[i], now, false, nil, &outs[i])
 				}
 			}
-			sub.keepRescaled(&req, ps, keys, states, cur)
+			sub.keepRescaled(&req, ps, keys, states, cur, nil)
 		}
 		if s.usage {
 			sub.recordUsage(req.Route, now/int64(time.Second/time.Microsecond), allowed)
@@ -525,7 +528,7 @@ func admitsFresh(ps []params, now int64) bool {
 	var none layerState
 	for i := range ps {
 		evaluate(&none, &ps[i], now, false, nil, &out)
-		if !out.allowed {
+		if !out.allowed && !ps[i].shadow {
 			return false
 		}
 	}
@@ -538,10 +541,15 @@ func admitsFresh(ps []params, now int64) bool {
 // limit state that no longer matters (a limit renamed or removed from the
 // plan) before adding any, so a subject holds no more states than it has
 // live limits.
-func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, states []*limitState, next []counterState, now int64) {
+func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, states []*limitState, next []counterState, outs []layerOut, now int64) {
 	fresh := false
 	for i := range ps {
 		st := states[i]
+		if !outs[i].allowed {
+			// A shadow limit over its limit lets the request pass and
+			// consumes nothing, as if it had rejected.
+			continue
+		}
 		if st == nil {
 			fresh = true
 			continue
@@ -559,7 +567,7 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 	// not used past this point.
 	sub.dropStale(now)
 	for i := range ps {
-		if states[i] != nil {
+		if states[i] != nil || !outs[i].allowed {
 			continue
 		}
 		p := &ps[i]
@@ -580,10 +588,12 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 // new figures (see rescale): a rejection consumes nothing, but the moment a
 // state is rescaled is the first decision after the edit, as in Redis, not
 // each one until a request is admitted.
-func (sub *subjectState) keepRescaled(req *Request, ps []params, keys []limitKey, states []*limitState, cur []layerState) {
+// With outs set, only the layers that rejected are kept (the others are
+// about to be written by commit).
+func (sub *subjectState) keepRescaled(req *Request, ps []params, keys []limitKey, states []*limitState, cur []layerState, outs []layerOut) {
 	for i := range ps {
 		st, p := states[i], &ps[i]
-		if st == nil || st.key.figures == figuresOf(p) {
+		if st == nil || st.key.figures == figuresOf(p) || (outs != nil && outs[i].allowed) {
 			continue
 		}
 		st.refigure(keyOf(keys, i), &req.Limits[i], p)

@@ -28,8 +28,9 @@ type MiddlewareOptions struct {
 	// Logger receives store failures and resolver errors; never a key.
 	Logger *slog.Logger
 	// Registerer, when set, receives the middleware's metrics:
-	// sluice_enforce_requests_total{route,plan,outcome} and
-	// sluice_enforce_decision_seconds{route}.
+	// sluice_enforce_requests_total{route,plan,outcome},
+	// sluice_enforce_decision_seconds{route} and
+	// sluice_shadow_rejections_total{plan,tier}.
 	Registerer prometheus.Registerer
 	// FailureMode says what a request gets when the store returns an error
 	// (ErrStoreUnavailable): FailOpen admits it and marks the response with
@@ -44,6 +45,24 @@ type MiddlewareOptions struct {
 	MaxQueueWait time.Duration
 	// Now is the clock used for X-RateLimit-Reset (nil means time.Now).
 	Now func() time.Time
+	// Shadow, when set, receives every request a shadow limit would have
+	// rejected (besides sluice_shadow_rejections_total{plan,tier}), so a
+	// dashboard can say who would have been rejected. It is called on the
+	// request path and must not block.
+	Shadow ShadowRecorder
+}
+
+// ShadowRecorder is told of each request a shadow limit (ModeShadow) would
+// have rejected.
+type ShadowRecorder interface {
+	RecordShadow(ShadowRejection)
+}
+
+// ShadowRejection is one request a shadow limit would have rejected.
+type ShadowRejection struct {
+	Plan, Tier   string // the caller's plan and the shadow limit's name
+	Subject, Key string // the caller's subject and key ("" if anonymous)
+	At           time.Time
 }
 
 // Middleware enforces each caller's limits on the routes it wraps. One
@@ -66,6 +85,7 @@ type Middleware struct {
 	epoch   time.Time
 	routes  routeLimitsCache
 	metrics *middlewareMetrics
+	shadow  ShadowRecorder
 }
 
 // layersAllower is a Store that can write a decision's layers into a slice
@@ -88,6 +108,7 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 		now:      opts.Now,
 		epoch:    time.Now(),
 		metrics:  newMiddlewareMetrics(opts.Registerer),
+		shadow:   opts.Shadow,
 	}
 	m.into, _ = store.(layersAllower)
 	_, m.stamped = store.(*MemoryStore)
@@ -173,6 +194,12 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			// fallback divides each limit by the instance count).
 			policy = ""
 		}
+		if hasShadow(limits) {
+			// Shadow layers are decided with the others but never shown:
+			// count what they would have rejected, then hide them.
+			m.countShadow(caller, d)
+			d = d.Visible()
+		}
 		writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
 		st.decision = d
 
@@ -211,6 +238,25 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 		}
 		next.ServeHTTP(w, st.attach(r))
 	})
+}
+
+// countShadow counts, per plan and tier, the requests d's shadow layers
+// would have rejected, and hands each to the ShadowRecorder, if any.
+func (m *Middleware) countShadow(caller Caller, d Decision) {
+	for i := range d.Layers {
+		l := &d.Layers[i]
+		if l.Limit.Mode != ModeShadow || l.Allowed {
+			continue
+		}
+		m.metrics.countShadow(caller.Plan, l.Limit.Name)
+		if m.shadow != nil {
+			at := d.At
+			if at.IsZero() {
+				at = m.now()
+			}
+			m.shadow.RecordShadow(ShadowRejection{Plan: caller.Plan, Tier: l.Limit.Name, Subject: caller.Subject, Key: caller.Key, At: at})
+		}
+	}
 }
 
 // allow decides req, into st's own layers when the store can.

@@ -65,6 +65,7 @@ func (m *Middleware) StatusHandler() http.Handler {
 				"Rate-limit state cannot be read right now; retry shortly.")
 			return
 		}
+		d = d.Visible()
 		at := m.decidedAt(d, before)
 		writeLimitHeaders(w.Header(), d, at, "", new([limitHeaderCount]string))
 		for _, l := range d.Layers {

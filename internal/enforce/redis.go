@@ -488,9 +488,9 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 type limitArgs struct {
 	kind  algKind
 	field string
-	// args are the script's seven arguments of the limit: field, code,
-	// limit, window, burst, cost, figures.
-	args [7]any
+	// args are the script's eight arguments of the limit: field, code,
+	// limit, window, burst, cost, figures, shadow (1 or 0).
+	args [8]any
 }
 
 // scoped returns la for the state of one key inside the subject: the same
@@ -533,7 +533,7 @@ func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
 	b = strconv.AppendInt(b, p.limit, 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.burst, 10)
-	la := &limitArgs{kind: p.kind, field: field, args: [7]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost, string(b)}}
+	la := &limitArgs{kind: p.kind, field: field, args: [8]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost, string(b), shadowArg(p.shadow)}}
 	// A miss copies the map: limits change with plans, rarely, while every
 	// decision reads them.
 	s.argsMu.Lock()
@@ -549,6 +549,14 @@ func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
 	}
 	s.argsMu.Unlock()
 	return la, nil
+}
+
+// shadowArg is the script's shadow flag.
+func shadowArg(shadow bool) int64 {
+	if shadow {
+		return 1
+	}
+	return 0
 }
 
 // codeArg is kind's script code as an argument, boxed without allocating;
@@ -803,7 +811,7 @@ func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall,
 }
 
 // evalSha queues (or, on a client, runs) one script call deciding reqs, all
-// of one clock: each distinct limit's seven arguments once, then each request
+// of one clock: each distinct limit's eight arguments once, then each request
 // as its mode, its limit count and its limits' numbers in that list, so a
 // batch of one plan's requests sends Redis three arguments a request rather
 // than eight. The command copies w's scratch slices, so they are reused.

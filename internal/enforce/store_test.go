@@ -149,6 +149,9 @@ func storeCases() []storeCase {
 	big := Limit{Name: "big", Algorithm: TokenBucket, Limit: 10, Window: 10 * time.Second}
 	tbCost := Limit{Name: "cost", Algorithm: TokenBucket, Limit: 10, Window: time.Second, Cost: 4}
 	fwCost := Limit{Name: "fwcost", Algorithm: FixedWindow, Limit: 10, Window: time.Minute, Cost: 3}
+	shadowFW := Limit{Name: "dark", Algorithm: FixedWindow, Limit: 1, Window: 10 * time.Second, Mode: ModeShadow}
+	enforced := Limit{Name: "lit", Algorithm: FixedWindow, Limit: 2, Window: 10 * time.Second}
+	shadowTB := Limit{Name: "darktb", Algorithm: TokenBucket, Limit: 2, Window: time.Second, Burst: 1, Mode: ModeShadow}
 	var seedResets []time.Duration
 	for i := 1; i <= 10; i++ {
 		seedResets = append(seedResets, time.Duration(i)*500*ms)
@@ -265,6 +268,30 @@ func storeCases() []storeCase {
 				{at: 0, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}, {true, 9, time.Second, 0}}},
 				{at: 0, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}, {true, 9, time.Second, 0}}},
 				{at: 0, peek: true, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}, {true, 9, time.Second, 0}}},
+			},
+		},
+		{
+			// Limit 1 in the dark: never rejects, and consumes only what
+			// it admits, so it reports every request past the first.
+			name:   "ShadowLimitNeverRejects",
+			limits: []Limit{shadowFW},
+			steps: []step{
+				{at: 0, allowed: true, layers: []wantLayer{{true, 0, 10 * time.Second, 0}}},
+				{at: 0, allowed: true, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}}},
+				{at: 5 * time.Second, allowed: true, layers: []wantLayer{{false, 0, 5 * time.Second, 5 * time.Second}}},
+				{at: 10 * time.Second, allowed: true, layers: []wantLayer{{true, 0, 10 * time.Second, 0}}},
+			},
+		},
+		{
+			// Beside an enforced limit: the enforced one alone decides, and
+			// a request it rejects consumes nothing from the shadow one.
+			name:   "ShadowBesideAnEnforcedLimit",
+			limits: []Limit{enforced, shadowTB},
+			steps: []step{
+				{at: 0, allowed: true, layers: []wantLayer{{true, 1, 10 * time.Second, 0}, {true, 0, 500 * ms, 0}}},
+				{at: 0, allowed: true, layers: []wantLayer{{true, 0, 10 * time.Second, 0}, {false, 0, 500 * ms, 500 * ms}}},
+				{at: 500 * ms, layers: []wantLayer{{false, 0, 9500 * ms, 9500 * ms}, {true, 1, 0, 0}}},
+				{at: 10 * time.Second, allowed: true, layers: []wantLayer{{true, 1, 10 * time.Second, 0}, {true, 0, 500 * ms, 0}}},
 			},
 		},
 		{

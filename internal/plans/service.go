@@ -428,6 +428,34 @@ func (s *Service) UpdateLimit(ctx context.Context, actor string, planID int64, p
 	})
 }
 
+const promoteLimit = `UPDATE plan_limits SET mode = 'reject' WHERE id = $2 AND plan_id = $1`
+
+// PromoteLimit turns a shadow tier (mode shadow, tried in the dark) into an
+// enforced one (mode reject) with its figures and its counters as they are,
+// provided planVersion is current; audited as limit.promote.
+// Errors: *ValidationError (the tier is not a shadow tier), ErrNotFound (plan
+// or limit), ErrConflict.
+func (s *Service) PromoteLimit(ctx context.Context, actor string, planID int64, planVersion int, limitID int64) (Plan, error) {
+	return s.editLimits(ctx, planID, planVersion, func(tx pgx.Tx, p Plan) error {
+		i := slices.IndexFunc(p.Limits, func(l Limit) bool { return l.ID == limitID })
+		if i < 0 {
+			return fmt.Errorf("limit %d of plan %d: %w", limitID, planID, ErrNotFound)
+		}
+		before := p.Limits[i]
+		if before.Mode != enforce.ModeShadow {
+			return &ValidationError{Fields: []FieldError{{Field: "mode",
+				Message: fmt.Sprintf("only a shadow tier can be promoted; %q is in mode %s", before.Name, before.Mode)}}}
+		}
+		if _, err := tx.Exec(ctx, promoteLimit, planID, limitID); err != nil {
+			return fmt.Errorf("promote limit: %w", mapWriteError(err))
+		}
+		after := before
+		after.Mode = enforce.ModeReject
+		return audit.Record(ctx, tx, actor, "limit.promote", audit.ObjectLimit, strconv.FormatInt(limitID, 10),
+			limitAudit(planID, before), limitAudit(planID, after))
+	})
+}
+
 const deleteLimit = `DELETE FROM plan_limits WHERE id = $2 AND plan_id = $1`
 
 // DeleteLimit removes one tier of the plan, provided planVersion is current.

@@ -138,7 +138,7 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 	mode := enforce.Mode(l.Mode)
 	switch {
 	case !mode.Valid():
-		add("mode", "unknown mode %q: must be reject, queue or degrade", l.Mode)
+		add("mode", "unknown mode %q: must be reject, queue, degrade or shadow", l.Mode)
 	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket:
 		add("mode", "queue mode needs the leaky_bucket algorithm")
 	}

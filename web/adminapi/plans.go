@@ -229,6 +229,37 @@ func (a *api) updateLimit(w http.ResponseWriter, r *http.Request) {
 	a.respondPlan(w, r, http.StatusOK, p)
 }
 
+// promoteLimit turns a shadow tier into an enforced one; like deleteLimit
+// it takes the plan version as ?version= and no body.
+func (a *api) promoteLimit(w http.ResponseWriter, r *http.Request) {
+	planID, err := pathID(r, "id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	limitID, err := pathID(r, "limit_id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	qr := newQueryReader(r)
+	version := qr.int64Range("version", 0, 1, 1<<31-1)
+	if err := qr.err(); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := requireVersion(int(version)); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	p, err := a.plans.PromoteLimit(r.Context(), actor(r), planID, int(version), limitID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.respondPlan(w, r, http.StatusOK, p)
+}
+
 // deleteLimit takes the plan version as ?version=, since DELETE has no body.
 func (a *api) deleteLimit(w http.ResponseWriter, r *http.Request) {
 	planID, err := pathID(r, "id")

@@ -30,6 +30,7 @@ func (a *api) routes() []route {
 		{"POST", p + "/plans/{id}/limits", "addLimit", a.addLimit, false},
 		{"PUT", p + "/plans/{id}/limits/{limit_id}", "updateLimit", a.updateLimit, false},
 		{"DELETE", p + "/plans/{id}/limits/{limit_id}", "deleteLimit", a.deleteLimit, false},
+		{"POST", p + "/plans/{id}/limits/{limit_id}/promote", "promoteLimit", a.promoteLimit, false},
 
 		{"GET", p + "/keys", "listKeys", a.listKeys, false},
 		{"POST", p + "/keys", "createKey", a.createKey, false},

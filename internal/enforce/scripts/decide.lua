@@ -9,10 +9,12 @@
 --
 -- ARGV[1]     now in microseconds, or '' to read Redis TIME once (tests set it)
 -- ARGV[2]     m, the number of distinct limits the call's requests use
--- ARGV[3+7(j-1) .. 9+7(j-1)]  limit j: state field, algorithm code ('lq' is a
---             leaky bucket in queue mode), limit, window us, burst, cost, and
---             its figures 'code:window:limit:burst' (code 'lb' for 'lq' too);
---             sent once per call however many requests use it
+-- ARGV[3+8(j-1) .. 10+8(j-1)]  limit j: state field, algorithm code ('lq' is
+--             a leaky bucket in queue mode), limit, window us, burst, cost,
+--             its figures 'code:window:limit:burst' (code 'lb' for 'lq'
+--             too), and 1 for a shadow limit (0 otherwise), which is decided
+--             and consumes when it admits but never rejects the request; sent
+--             once per call however many requests use it
 -- then per request, from ARGV[p]:
 --   ARGV[p]   'a' consumes (Allow), 'p' only evaluates (Peek), a number k >= 2
 --             decides k identical Allow requests one after the other, as k
@@ -73,10 +75,11 @@ local KB, K, n, consume, k, st, pos, e, fixed
 -- request and coalesced call: building a table costs Lua more than the
 -- arithmetic.
 local R = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
--- D holds the call's limits, seven per limit: code, limit, window, burst and
--- cost as numbers, the state field and the figures; converted once per call.
+-- D holds the call's limits, eight per limit: code, limit, window, burst and
+-- cost as numbers, the state field, the figures and the shadow flag;
+-- converted once per call.
 local D = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
--- V holds the current request's limits, seven per limit as in D, copied in
+-- V holds the current request's limits, eight per limit as in D, copied in
 -- order: a coalesced request reads them k times.
 local V = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- the reply, o values long; made as long as one request with one limit
@@ -89,7 +92,7 @@ local out, o = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
 local function rescale()
   fixed = nil
   for i = 1, n do
-    local v = 7 * i - 7
+    local v = 8 * i - 8
     local code = V[v + 1]
     local p = pos and pos[i] or 2
     if code ~= 'swl' and st[p + 1] ~= V[v + 7] then
@@ -139,7 +142,7 @@ end
 -- reset, retry, wait, then, for the write when commit is true and the limit
 -- admits: the state (x, y, z) and when it stops mattering (exp).
 local function layer(i, commit)
-  local v = 7 * i - 7
+  local v = 8 * i - 8
   local code, L, W, c = V[v + 1], V[v + 2], V[v + 3], V[v + 5]
   local now = now
   -- a counter's state: a (tat or window index), y0 and z0 (counts)
@@ -275,7 +278,7 @@ end
 
 -- write_log persists sliding log i's admitted request with its TTL.
 local function write_log(i, sum, seq, stale)
-  local W, c = V[7 * i - 4], V[7 * i - 2]
+  local W, c = V[8 * i - 5], V[8 * i - 3]
   local p = (pos and pos[i] or KB + 1)
   local k1, k2 = KEYS[p], KEYS[p + 1]
   if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
@@ -306,7 +309,7 @@ end
 local function keep()
   local hs, m, need, ttl = {'HSET', K}, 2, e, e
   for i, old in pairs(fixed) do
-    local v = 7 * i - 7
+    local v = 8 * i - 8
     local code, f, W, p = V[v + 1], V[v + 6], V[v + 3], pos and pos[i] or 2
     local a = tonumber(st[p])
     if a then
@@ -366,7 +369,7 @@ local function decide()
     local l = 0
     pos = {}
     for i = 1, n do
-      local code, f = V[7 * i - 6], V[7 * i - 1]
+      local code, f = V[8 * i - 7], V[8 * i - 2]
       if code == 'swl' then
         l = l + 1
         pos[i] = KB + 2 * l - 1
@@ -441,7 +444,9 @@ local function decide()
     end
     if fx and consume and not ok then keep() end
     local b = ok and 1 or 0
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = b, delay, b, rem, reset, retry
+    local a = b
+    if V[8] == 1 then a = 1 end -- a shadow limit never rejects
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = a, delay, b, rem, reset, retry
     o = o + 6
     return
   end
@@ -458,13 +463,16 @@ local function decide()
       local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
       R[b + 1], R[b + 2], R[b + 3], R[b + 4], R[b + 5] = ok, rem, reset, retry, wait
       R[b + 6], R[b + 7], R[b + 8], R[b + 9] = x, y, z, exp
-      if not ok then allowed = false end
+      if not ok and V[8 * i] ~= 1 then allowed = false end
     end
     if consume and allowed then
       for i = 1, n do
         local b = 9 * i - 9
-        local code = V[7 * i - 6]
-        if code == 'swl' then
+        local code = V[8 * i - 7]
+        if not R[b + 1] then
+          -- a shadow limit over its limit: the request passes, and the
+          -- limit consumes nothing, as if it had rejected
+        elseif code == 'swl' then
           write_log(i, R[b + 6], R[b + 7], R[b + 8])
         else
           local p = pos and pos[i] or 2
@@ -478,7 +486,7 @@ local function decide()
           end
           local exp = R[b + 9]
           if exp > need then need = exp end
-          exp = exp + V[7 * i - 4]
+          exp = exp + V[8 * i - 5]
           if exp > ttl then ttl = exp end
           written = true
         end
@@ -525,15 +533,16 @@ local function decide()
   -- passes e.
   local hs, m = {'HSET', K}, 2
   for i = 1, n do
-    local code = V[7 * i - 6]
-    if code ~= 'swl' then
-      local f, p = V[7 * i - 1], pos and pos[i] or 2
+    local code, p = V[8 * i - 7], pos and pos[i] or 2
+    -- (a shadow limit that rejected on fresh state has none to write)
+    if code ~= 'swl' and st[p] then
+      local f = V[8 * i - 2]
       hs[m + 1] = f
       hs[m + 2] = st[p]
       m = m + 2
       if fixed and fixed[i] then
         hs[m + 1] = f .. ':#'
-        hs[m + 2] = V[7 * i]
+        hs[m + 2] = V[8 * i - 1]
         m = m + 2
       end
       if code == 'fw' then
@@ -559,20 +568,20 @@ local function decide()
     redis.call(unpack(hs))
   end
   if fixed then
-    for i, old in pairs(fixed) do drop(V[7 * i - 1], old, V[7 * i - 6]) end
+    for i, old in pairs(fixed) do drop(V[8 * i - 2], old, V[8 * i - 7]) end
   end
 end
 
 local m = tonumber(ARGV[2])
 for j = 1, m do
-  local a, d = 7 * j - 4, 7 * j - 7
+  local a, d = 8 * j - 5, 8 * j - 8
   -- arithmetic converts a numeric argument more cheaply than tonumber
-  D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7] =
-    ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a], ARGV[a + 6]
+  D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8] =
+    ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a], ARGV[a + 6], ARGV[a + 7] + 0
 end
 
 local nargs = #ARGV
-local p, q = 3 + 7 * m, 1
+local p, q = 3 + 8 * m, 1
 while p <= nargs do
   local mode = ARGV[p]
   n = tonumber(ARGV[p + 1])
@@ -584,11 +593,11 @@ while p <= nargs do
   -- after its hash
   local logs = 0
   for i = 1, n do
-    local d, v = 7 * ARGV[p + 1 + i] - 7, 7 * i - 7
-    V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6], V[v + 7] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7]
+    local d, v = 8 * ARGV[p + 1 + i] - 8, 8 * i - 8
+    V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6], V[v + 7], V[v + 8] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8]
     if D[d + 1] == 'swl' then logs = logs + 1 end
   end
-  if p == 3 + 7 * m and p + 1 + n >= nargs then
+  if p == 3 + 8 * m and p + 1 + n >= nargs then
     -- the only request: its error is the script's
     decide()
   else
