@@ -43,6 +43,7 @@ const (
 	kindSlidingCounter
 	kindTokenBucket
 	kindLeakyBucket
+	kindQuota
 )
 
 func kindOf(a Algorithm) algKind {
@@ -57,6 +58,8 @@ func kindOf(a Algorithm) algKind {
 		return kindTokenBucket
 	case LeakyBucket:
 		return kindLeakyBucket
+	case Quota:
+		return kindQuota
 	}
 	return 0
 }
@@ -78,6 +81,15 @@ func (k algKind) code() string {
 	return ""
 }
 
+// code is the limit's algorithm code in the script and in its figures: a
+// quota's names its period.
+func (p *params) code() string {
+	if p.kind == kindQuota {
+		return p.period
+	}
+	return p.kind.code()
+}
+
 // params is a Limit reduced to the integers both stores compute with.
 type params struct {
 	kind   algKind
@@ -87,6 +99,8 @@ type params struct {
 	cost   int64
 	queue  bool
 	shadow bool
+	// period is a quota's period code (codeQuotaDay...), "" otherwise.
+	period string
 	// interval (T = W/limit, µs per unit of cost) and tolerance (burst*T)
 	// are the bucket algorithms' figures, computed once per limit with the
 	// same float64 operations the script runs per call.
@@ -96,6 +110,11 @@ type params struct {
 
 func paramsOf(l *Limit) (params, error) {
 	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue, shadow: l.Mode == ModeShadow}
+	if p.kind == kindQuota {
+		// A quota's window is its period's longest length; its burst
+		// slot carries the subject's anchor, given per request.
+		p.window, p.burst, p.period = quotaSpan(l.Period), 0, periodCode(l.Period)
+	}
 	if l.Name == "" || p.kind == 0 || p.limit < 1 || p.window < 1 || p.burst < 0 || p.cost < 0 {
 		return params{}, limitError(*l)
 	}
@@ -106,7 +125,7 @@ func paramsOf(l *Limit) (params, error) {
 	case p.kind == kindTokenBucket && p.burst == 0:
 		p.burst = p.limit
 	case p.kind != kindTokenBucket && p.kind != kindLeakyBucket:
-		p.burst = 0 // ignored, so it must not tell states apart
+		p.burst = 0 // ignored (a quota's anchor comes per request)
 	}
 	p.interval = float64(p.window) / float64(p.limit)
 	p.tolerance = float64(p.burst) * p.interval
@@ -123,6 +142,8 @@ func limitError(l Limit) error {
 		return fmt.Errorf("%w: limit %q: unknown algorithm %q", ErrInvalidRequest, l.Name, l.Algorithm)
 	case l.Limit < 1:
 		return fmt.Errorf("%w: limit %q: limit %d below 1", ErrInvalidRequest, l.Name, l.Limit)
+	case l.Algorithm == Quota && !l.Period.Valid():
+		return fmt.Errorf("%w: limit %q: quota period %q: must be day, month or year", ErrInvalidRequest, l.Name, l.Period)
 	case l.Window.Microseconds() < 1:
 		return fmt.Errorf("%w: limit %q: window %s below 1µs", ErrInvalidRequest, l.Name, l.Window)
 	default:
@@ -216,6 +237,7 @@ func (o *layerOut) fill(r *LayerResult, l *Limit) {
 	r.Remaining = o.remaining
 	r.ResetAfter = micros(o.reset)
 	r.RetryAfter = 0
+	r.Period = 0
 	if !o.allowed {
 		r.RetryAfter = micros(max(o.retry, 1))
 	}
@@ -374,6 +396,8 @@ func (s *counterState) expiresAt(p *params) int64 {
 		return (s.idx + 1) * p.window
 	case kindSlidingCounter:
 		return (s.idx + 2) * p.window
+	case kindQuota:
+		return s.idx + p.window // the period's start and its longest length
 	default:
 		return int64(math.Ceil(s.tat))
 	}
@@ -483,6 +507,11 @@ func rescale(s counterState, f figures, p *params, now int64) counterState {
 		return counterState{}
 	}
 	switch p.kind {
+	case kindQuota:
+		if f.window != p.window {
+			return counterState{} // another period
+		}
+		return s // the period's count, against whatever the limit is now
 	case kindFixedWindow, kindSlidingCounter:
 		if f.window == p.window {
 			return s // a count is compared with whatever the limit is now

@@ -47,6 +47,16 @@ func hasShadow(limits []Limit) bool {
 	return false
 }
 
+// hasQuota reports whether any of limits is a Quota.
+func hasQuota(limits []Limit) bool {
+	for i := range limits {
+		if limits[i].Algorithm == Quota {
+			return true
+		}
+	}
+	return false
+}
+
 // Visible returns d as the client may see it: without its shadow layers,
 // which are never shown. It returns d itself when it has none.
 func (d Decision) Visible() Decision {

@@ -83,7 +83,7 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, v
 	if policy == "" {
 		// By index: ranging by value would copy each LayerResult twice.
 		for i := range d.Layers {
-			b = appendPolicyItem(b, i, &d.Layers[i].Limit)
+			b = appendPolicyItem(b, i, &d.Layers[i].Limit, d.Layers[i].Period)
 		}
 	}
 	ends[3] = len(b)
@@ -128,14 +128,15 @@ func appendPolicy(dst []byte, limits []Limit) []byte {
 		if limits[i].Mode == ModeShadow {
 			continue
 		}
-		dst = appendPolicyItem(dst, n, &limits[i])
+		dst = appendPolicyItem(dst, n, &limits[i], 0)
 		n++
 	}
 	return dst
 }
 
-// appendPolicyItem appends the i-th item of a RateLimit-Policy list.
-func appendPolicyItem(dst []byte, i int, l *Limit) []byte {
+// appendPolicyItem appends the i-th item of a RateLimit-Policy list; period
+// is a quota layer's current period, its w (else the limit's window).
+func appendPolicyItem(dst []byte, i int, l *Limit, period time.Duration) []byte {
 	if i > 0 {
 		dst = append(dst, ", "...)
 	}
@@ -143,6 +144,9 @@ func appendPolicyItem(dst []byte, i int, l *Limit) []byte {
 	dst = append(dst, ";q="...)
 	dst = strconv.AppendInt(dst, l.Limit, 10)
 	dst = append(dst, ";w="...)
+	if period > 0 {
+		return strconv.AppendInt(dst, ceilSeconds(period), 10)
+	}
 	return strconv.AppendInt(dst, max(ceilSeconds(l.Window), 1), 10)
 }
 

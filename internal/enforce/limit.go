@@ -25,7 +25,7 @@ const (
 )
 
 // Algorithms lists every algorithm, in the order the UI and docs show them.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket}
+var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket, Quota}
 
 // Valid reports whether a is one of the five algorithms.
 func (a Algorithm) Valid() bool {
@@ -84,6 +84,8 @@ type Limit struct {
 	Cost int64
 	// Mode is what happens over the limit ("" means ModeReject).
 	Mode Mode
+	// Period is a Quota's renewal period; Window is then ignored.
+	Period Period
 	// Route is the ServeMux pattern this limit applies to, e.g.
 	// "GET /api/items/{id}"; "" applies to every request (a plan-wide limit).
 	// The stores ignore it; the middleware filters on it.
@@ -127,6 +129,10 @@ type Request struct {
 	// Route is the matched ServeMux pattern; it labels usage statistics.
 	Route  string
 	Limits []Limit
+	// Anchor is the subject's billing anchor, when its quotas renew (see
+	// Quota): a developer's sign-up instant unless an operator set another.
+	// The zero Time anchors at the Unix epoch: midnight UTC, the 1st.
+	Anchor time.Time
 }
 
 // Decision is the outcome of Allow or Peek.
@@ -158,4 +164,7 @@ type LayerResult struct {
 	// RetryAfter is how long until a rejected request could be admitted;
 	// zero when Allowed.
 	RetryAfter time.Duration
+	// Period is, for a Quota, the length of the period the decision fell
+	// in (the RateLimit-Policy w: months and years vary); zero otherwise.
+	Period time.Duration
 }

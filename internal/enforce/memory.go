@@ -410,6 +410,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 	// The clock is read before the lock, which then guards nothing but the
 	// state itself.
 	now := s.clock()
+	anchor := anchorMicros(req.Anchor)
 	sh, h := s.locate(req.Subject)
 	var sub *subjectState
 	for {
@@ -423,7 +424,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 			if strings.ContainsAny(req.Key, "{}") {
 				return fmt.Errorf("%w: key %q contains a brace", ErrInvalidRequest, req.Key)
 			}
-			if !consume || (!s.usage && !admitsFresh(ps, now)) {
+			if !consume || (!s.usage && !admitsFresh(ps, now, anchor)) {
 				// Nothing to read, and nothing to write: a peek, or a
 				// request that even fresh state rejects (its cost exceeds a
 				// limit), which with usage off records nothing.
@@ -456,7 +457,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		st := sub.find(key, req.Limits[i].Name, p, scopeOf(&req, i))
 		states[i] = st
 		cur[i].of(st, p, now)
-		evaluate(&cur[i], p, now, consume, &next[i], &outs[i])
+		evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
 		allowed = allowed && (outs[i].allowed || p.shadow)
 	}
 	if consume {
@@ -470,7 +471,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 			// their state untouched.
 			for i := range ps {
 				if outs[i].allowed {
-					evaluate(&cur[i], &ps[i], now, false, nil, &outs[i])
+					evaluate(&cur[i], &ps[i], now, anchor, false, nil, &outs[i])
 				}
 			}
 			sub.keepRescaled(&req, ps, keys, states, cur, nil)
@@ -509,6 +510,10 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 	var wait int64
 	for i := range ps {
 		outs[i].fill(&d.Layers[i], &req.Limits[i])
+		if ps[i].kind == kindQuota {
+			s, e := periodBounds(ps[i].period, now, anchor)
+			d.Layers[i].Period = micros(e - s)
+		}
 		if ps[i].queue {
 			wait = max(wait, outs[i].wait)
 		}
@@ -523,11 +528,11 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 // admitsFresh reports whether a subject with no state would be admitted by
 // every limit. Fresh state is the most a subject can have left, so a request
 // it rejects is rejected whatever state another request creates meanwhile.
-func admitsFresh(ps []params, now int64) bool {
+func admitsFresh(ps []params, now, anchor int64) bool {
 	var out layerOut
 	var none layerState
 	for i := range ps {
-		evaluate(&none, &ps[i], now, false, nil, &out)
+		evaluate(&none, &ps[i], now, anchor, false, nil, &out)
 		if !out.allowed && !ps[i].shadow {
 			return false
 		}
@@ -712,7 +717,7 @@ func (ls *layerState) of(st *limitState, p *params, now int64) {
 // next. Results are written through pointers rather than returned: copying a
 // returned struct that was just stored field by field stalls store-to-load
 // forwarding on the hot path.
-func evaluate(ls *layerState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
+func evaluate(ls *layerState, p *params, now, anchor int64, commit bool, next *counterState, out *layerOut) {
 	var none counterState
 	c := &none
 	if s := ls.state(); s != nil {
@@ -727,6 +732,8 @@ func evaluate(ls *layerState, p *params, now int64, commit bool, next *counterSt
 		evalSlidingCounter(c, p, now, commit, next, out)
 	case kindLeakyBucket:
 		evalLeakyBucket(c, p, now, commit, next, out)
+	case kindQuota:
+		evalQuota(c, p, now, anchor, commit, next, out)
 	default:
 		evalSlidingLog(ls.log, p, now, commit, out)
 	}
@@ -909,6 +916,7 @@ func (c *limitSetCache) compile(limits []Limit, buf []params) (ps []params, keys
 // a snapshot's limits share them.
 func sameLimit(a, b *Limit) bool {
 	return a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Cost == b.Cost && a.PerKey == b.PerKey &&
+		a.Period == b.Period &&
 		sameString(a.Name, b.Name) && sameString(string(a.Algorithm), string(b.Algorithm)) &&
 		sameString(string(a.Mode), string(b.Mode))
 }

@@ -109,7 +109,7 @@ func TestMemoryStoreAllowIntoAllocatesNothing(t *testing.T) {
 	for _, alg := range Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			store := NewMemoryStore(MemoryOptions{})
-			req := Request{Subject: "key:hot", Route: "GET /x", Limits: []Limit{{Name: "l", Algorithm: alg, Limit: 1 << 40, Window: time.Hour}}}
+			req := Request{Subject: "key:hot", Route: "GET /x", Limits: []Limit{{Name: "l", Algorithm: alg, Limit: 1 << 40, Window: time.Hour, Period: PeriodMonth}}}
 			layers := make([]LayerResult, 0, 1)
 			ctx := context.Background()
 			// Warm up: the subject, its series and its log exist.

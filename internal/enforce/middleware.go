@@ -182,7 +182,7 @@ func (m *Middleware) wrap(next http.Handler, async bool) http.Handler {
 			before = m.now()
 		}
 		start := time.Since(m.epoch)
-		d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits}, st)
+		d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}, st)
 		m.metrics.observe(route, time.Since(m.epoch)-start)
 		if err != nil {
 			m.storeFailed(w, r, next, st, route, err)
@@ -426,7 +426,11 @@ func (c *routeLimitsCache) applicable(limits []Limit, route string) ([]Limit, st
 		slot.seen.Store(first)
 		return out, ""
 	}
-	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, policy: string(appendPolicy(nil, out))})
+	policy := string(appendPolicy(nil, out))
+	if hasQuota(out) {
+		policy = "" // a quota's w is its subject's current period: per decision
+	}
+	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, policy: policy})
 	return out, ""
 }
 

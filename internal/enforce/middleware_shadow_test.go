@@ -112,3 +112,50 @@ func TestMiddlewareShadowTierRejectsNothingAndCountsExactly(t *testing.T) {
 		t.Errorf("status %d %s, want 200 with the enforced tier only", rec.Code, body)
 	}
 }
+
+func TestMiddlewareQuotaHeadersSayThePeriodAndTheRenewal(t *testing.T) {
+	// Anchored on 31 January 10:00 UTC, a monthly quota on 20 February is in
+	// the period 31 January - 28 February (28 days), renewing in 8 days.
+	now := time.Date(2027, 2, 20, 10, 0, 0, 0, time.UTC)
+	clock := newMWClock(now)
+	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: clock.Now})
+	limits := []enforce.Limit{{Name: "free-monthly", Algorithm: enforce.Quota, Period: enforce.PeriodMonth, Limit: 3}}
+	res := &mwResolver{keys: map[string]enforce.Caller{
+		"sk_q": {Subject: "dev:9", Key: "key:90", Plan: "free", Limits: limits, Anchor: time.Date(2026, 1, 31, 10, 0, 0, 0, time.UTC)},
+	}}
+	mw := enforce.NewMiddleware(store, res, enforce.MiddlewareOptions{Now: clock.Now})
+	mux := http.NewServeMux()
+	mux.Handle("GET /q", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	mux.Handle("GET /status", mw.StatusHandler())
+	get := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer sk_q")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec
+	}
+	const period, renewal = 28 * 86400, 8 * 86400
+	for i := range 3 {
+		rec := get("/q")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("request %d: %d", i, rec.Code)
+		}
+		policy := parseSFList(t, rec.Header().Get("RateLimit-Policy"))
+		limit := parseSFList(t, rec.Header().Get("RateLimit"))
+		if len(policy) != 1 || policy[0].Params["q"] != 3 || policy[0].Params["w"] != period {
+			t.Errorf("RateLimit-Policy = %q, want q=3;w=%d", rec.Header().Get("RateLimit-Policy"), period)
+		}
+		if len(limit) != 1 || limit[0].Params["r"] != int64(2-i) || limit[0].Params["t"] != renewal {
+			t.Errorf("RateLimit = %q, want r=%d;t=%d", rec.Header().Get("RateLimit"), 2-i, renewal)
+		}
+	}
+	rec := get("/q")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "691200" {
+		t.Errorf("over the quota: %d Retry-After %q, want 429 and 691200 (8 days)", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	rec = get("/status")
+	if body := rec.Body.String(); !strings.Contains(body, `"period":"month"`) || !strings.Contains(body, `"window_seconds":2419200`) ||
+		!strings.Contains(body, `"reset_after_seconds":691200`) {
+		t.Errorf("status = %s, want the month's period, length and renewal", body)
+	}
+}

@@ -365,6 +365,10 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 	for i, l := range req.Limits {
 		r := reply[3+4*i:]
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
+		if l.Algorithm == Quota {
+			s, e := periodBounds(periodCode(l.Period), reply[2], anchorMicros(req.Anchor))
+			d.Layers[i].Period = micros(e - s)
+		}
 	}
 	if consume && s.usage {
 		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed, req.Key != "")
@@ -472,6 +476,9 @@ func (s *RedisStore) prepare(req Request, consume bool) (*redisCall, error) {
 		if req.Limits[i].PerKey && req.Key != "" {
 			la = la.scoped(req.Key)
 		}
+		if la.kind == kindQuota && !req.Anchor.IsZero() {
+			la = la.anchored(req.Anchor.UnixMicro())
+		}
 		if la.kind == kindSlidingLog {
 			k := tag + ":" + la.field
 			keys = append(keys, k, k+":m")
@@ -503,6 +510,15 @@ func (la *limitArgs) scoped(key string) *limitArgs {
 	return out
 }
 
+// anchored returns la for a subject anchored at anchor (µs): a quota's
+// burst argument carries the anchor, so one script call decides subjects of
+// different anchors, and identical requests of one subject still coalesce.
+func (la *limitArgs) anchored(anchor int64) *limitArgs {
+	out := *la
+	out.args[4] = anchor
+	return &out
+}
+
 // maxCachedLimits bounds the store's cache of limitArgs; past it (a plan
 // edited that many times without a restart) a limit's arguments are built
 // per decision, as before the cache.
@@ -526,14 +542,14 @@ func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
 	// meaning are stored beside it, so an edit rescales it (see rescale).
 	field := l.Name
 	var buf [80]byte
-	b := append(buf[:0], p.kind.code()...)
+	b := append(buf[:0], p.code()...)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.window, 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.limit, 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.burst, 10)
-	la := &limitArgs{kind: p.kind, field: field, args: [8]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost, string(b), shadowArg(p.shadow)}}
+	la := &limitArgs{kind: p.kind, field: field, args: [8]any{field, codeArg(&p), p.limit, p.window, p.burst, p.cost, string(b), shadowArg(p.shadow)}}
 	// A miss copies the map: limits change with plans, rarely, while every
 	// decision reads them.
 	s.argsMu.Lock()
@@ -562,8 +578,10 @@ func shadowArg(shadow bool) int64 {
 // codeArg is kind's script code as an argument, boxed without allocating;
 // a leaky bucket in queue mode is "lq", so the script knows to report its
 // wait as the request's delay.
-func codeArg(k algKind, queue bool) any {
-	switch k {
+func codeArg(p *params) any {
+	switch p.kind {
+	case kindQuota:
+		return p.period
 	case kindFixedWindow:
 		return codeFixedWindow
 	case kindSlidingLog:
@@ -573,7 +591,7 @@ func codeArg(k algKind, queue bool) any {
 	case kindTokenBucket:
 		return codeTokenBucket
 	}
-	if queue {
+	if p.queue {
 		return "lq"
 	}
 	return codeLeakyBucket

@@ -323,6 +323,12 @@ func TestStoresAgreeOnEveryAlgorithm(t *testing.T) {
 
 func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limits []Limit, steps []step) {
 	t.Helper()
+	runAnchoredSteps(t, store, clock, subject, time.Time{}, limits, steps)
+}
+
+// runAnchoredSteps is runSteps for a subject whose quotas renew at anchor.
+func runAnchoredSteps(t *testing.T, store Store, clock *fakeClock, subject string, anchor time.Time, limits []Limit, steps []step) {
+	t.Helper()
 	ctx := context.Background()
 	for i, st := range steps {
 		clock.Set(epoch.Add(st.at))
@@ -337,7 +343,7 @@ func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limit
 				ls[j] = l
 			}
 		}
-		req := Request{Subject: subject, Route: "GET /test", Limits: ls}
+		req := Request{Subject: subject, Route: "GET /test", Limits: ls, Anchor: anchor}
 		var d Decision
 		var err error
 		if st.peek {
@@ -360,6 +366,14 @@ func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limit
 		for j, w := range st.layers {
 			got := d.Layers[j]
 			want := LayerResult{Limit: ls[j], Allowed: w.allowed, Remaining: w.remaining, ResetAfter: w.reset, RetryAfter: w.retry}
+			if ls[j].Algorithm == Quota {
+				// The period's length is TestPeriodBounds's; here it must
+				// be there, and hold the reset.
+				if got.Period < got.ResetAfter || got.Period <= 0 {
+					t.Errorf("step %d layer %q: Period %s, want one holding the reset %s", i, ls[j].Name, got.Period, got.ResetAfter)
+				}
+				want.Period = got.Period
+			}
 			if got != want {
 				t.Errorf("step %d at %s layer %q:\n got Allowed=%v Remaining=%d ResetAfter=%s RetryAfter=%s\nwant Allowed=%v Remaining=%d ResetAfter=%s RetryAfter=%s",
 					i, st.at, ls[j].Name, got.Allowed, got.Remaining, got.ResetAfter, got.RetryAfter,

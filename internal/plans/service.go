@@ -47,7 +47,7 @@ const (
 SELECT id, slug, name, description, is_default, is_anonymous, is_public, version, created_at, updated_at
 FROM plans`
 	selectLimits = `
-SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position
+SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, period, position
 FROM plan_limits
 WHERE plan_id = ANY($1)
 ORDER BY plan_id, position, id`
@@ -65,6 +65,7 @@ type limitRow struct {
 	Burst      int64  `db:"burst"`
 	Cost       int64  `db:"cost"`
 	Mode       string `db:"mode"`
+	Period     string `db:"period"`
 	Position   int    `db:"position"`
 }
 
@@ -79,6 +80,7 @@ func (r limitRow) limit() Limit {
 		Burst:     r.Burst,
 		Cost:      r.Cost,
 		Mode:      enforce.Mode(r.Mode),
+		Period:    enforce.Period(r.Period),
 		Position:  r.Position,
 	}
 }
@@ -216,8 +218,8 @@ INSERT INTO plans (slug, name, description, is_default, is_anonymous, is_public)
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id`
 	insertLimit = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING id`
 )
 
@@ -261,7 +263,7 @@ func insertLimitRow(ctx context.Context, tx pgx.Tx, planID int64, l LimitInput, 
 	l = l.normalized()
 	var id int64
 	err := tx.QueryRow(ctx, insertLimit, planID, l.Name, l.Route, l.Algorithm, l.Limit,
-		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position).Scan(&id)
+		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position, l.Period).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert limit %q: %w", l.Name, mapWriteError(err))
 	}
@@ -276,12 +278,12 @@ SET slug = $2, name = $3, description = $4, is_default = $5, is_anonymous = $6, 
 WHERE id = $1`
 	deleteOtherLimits = `DELETE FROM plan_limits WHERE plan_id = $1 AND name <> ALL($2)`
 	upsertLimit       = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (plan_id, name) DO UPDATE
 SET route = EXCLUDED.route, algorithm = EXCLUDED.algorithm, limit_count = EXCLUDED.limit_count,
     window_ms = EXCLUDED.window_ms, burst = EXCLUDED.burst, cost = EXCLUDED.cost,
-    mode = EXCLUDED.mode, position = EXCLUDED.position`
+    mode = EXCLUDED.mode, position = EXCLUDED.position, period = EXCLUDED.period`
 	bumpPlan = `UPDATE plans SET version = version + 1, updated_at = now() WHERE id = $1`
 )
 
@@ -315,7 +317,7 @@ func (s *Service) Update(ctx context.Context, actor string, id int64, version in
 		}
 		for i, l := range in.Limits {
 			if _, err := tx.Exec(ctx, upsertLimit, id, l.Name, l.Route, l.Algorithm, l.Limit,
-				l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i); err != nil {
+				l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period); err != nil {
 				return fmt.Errorf("upsert limit %q: %w", l.Name, mapWriteError(err))
 			}
 		}
@@ -403,7 +405,8 @@ func (s *Service) AddLimit(ctx context.Context, actor string, planID int64, plan
 
 const updateLimit = `
 UPDATE plan_limits
-SET name = $3, route = $4, algorithm = $5, limit_count = $6, window_ms = $7, burst = $8, cost = $9, mode = $10
+SET name = $3, route = $4, algorithm = $5, limit_count = $6, window_ms = $7, burst = $8, cost = $9, mode = $10,
+    period = $11
 WHERE id = $2 AND plan_id = $1`
 
 // UpdateLimit replaces one tier of the plan, provided planVersion is current.
@@ -419,7 +422,7 @@ func (s *Service) UpdateLimit(ctx context.Context, actor string, planID int64, p
 			return err
 		}
 		if _, err := tx.Exec(ctx, updateLimit, planID, limitID, in.Name, in.Route, in.Algorithm, in.Limit,
-			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode); err != nil {
+			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode, in.Period); err != nil {
 			return fmt.Errorf("update limit: %w", mapWriteError(err))
 		}
 		before := p.Limits[i]
@@ -526,7 +529,8 @@ func (s *Service) validateTier(in LimitInput, others []Limit, self int64, total 
 		if o.Name == in.Name {
 			errs = append(errs, FieldError{Field: "name", Message: fmt.Sprintf("the plan already has a limit named %q", in.Name)})
 		}
-		if o.Route == in.Route && string(o.Algorithm) == in.Algorithm && int64(o.Window/time.Second) == in.WindowSeconds {
+		if o.Route == in.Route && string(o.Algorithm) == in.Algorithm && int64(o.Window/time.Second) == in.WindowSeconds &&
+			string(o.Period) == in.Period {
 			errs = append(errs, FieldError{Field: "route", Message: fmt.Sprintf("duplicates limit %q: same route, algorithm and window", o.Name)})
 		}
 	}

@@ -142,6 +142,12 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket:
 		add("mode", "queue mode needs the leaky_bucket algorithm")
 	}
+	switch period := enforce.Period(l.Period); {
+	case algo == enforce.Quota && !period.Valid():
+		add("period", "a quota needs a period: day, month or year")
+	case algo != enforce.Quota && l.Period != "":
+		add("period", "must be empty: only the quota algorithm renews by period")
+	}
 	if l.Limit < 1 {
 		add("limit", "must be at least 1")
 	}

@@ -65,6 +65,70 @@ end
 -- mode; st is its counter states as read, pos[i] where limit i's state is
 -- (its first field in st, or a sliding log's first key in KEYS), nil when
 -- the request has one limit; e is when the hash's TTL runs out.
+-- TWO are the codes whose state is an index and a count (F, F:+): a fixed
+-- window's, and a quota's (the period's start and its count).
+local TWO = {fw = true, qd = true, qm = true, qy = true}
+
+-- A quota's calendar, as periodBounds in quota.go computes it, in UTC
+-- integer arithmetic: days_from_civil and civil_from_days are Howard
+-- Hinnant's algorithms.
+local DAY = 86400000000
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = m + 9
+  if m > 2 then mp = m - 3 end
+  local doy = math.floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+local function civil_from_days(z)
+  z = z + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp + 3
+  if mp >= 10 then m = mp - 9 end
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m, d
+end
+-- at is the renewal instant in month m of year y for an anchor on day d0 at
+-- tod0 µs past midnight: day d0, or the month's last day when shorter.
+local function at(y, m, d0, tod0)
+  local ny, nm = y, m + 1
+  if nm > 12 then ny, nm = y + 1, 1 end
+  local last = days_from_civil(ny, nm, 1) - days_from_civil(y, m, 1)
+  return days_from_civil(y, m, math.min(d0, last)) * DAY + tod0
+end
+-- period returns the start and end (µs) of the quota period holding now.
+local function period(code, now, anchor)
+  if code == 'qd' then
+    local s = anchor + math.floor((now - anchor) / DAY) * DAY
+    return s, s + DAY
+  end
+  local ad = math.floor(anchor / DAY)
+  local tod0 = anchor - ad * DAY
+  local _, am, d0 = civil_from_days(ad)
+  local y, m = civil_from_days(math.floor(now / DAY))
+  if code == 'qm' then
+    local c = at(y, m, d0, tod0)
+    if now >= c then
+      if m == 12 then return c, at(y + 1, 1, d0, tod0) end
+      return c, at(y, m + 1, d0, tod0)
+    end
+    if m == 1 then return at(y - 1, 12, d0, tod0), c end
+    return at(y, m - 1, d0, tod0), c
+  end
+  local c = at(y, am, d0, tod0)
+  if now >= c then return c, at(y + 1, am, d0, tod0) end
+  return at(y - 1, am, d0, tod0), c
+end
+
 -- fixed[i] is set when limit i's state was stored under other figures (or
 -- none): the algorithm code it was stored under, or ''. rescale has then
 -- rewritten it in st as a state of the limit's figures, which a decision
@@ -109,6 +173,8 @@ local function rescale()
           -- no state to rescale
         elseif oc ~= kc then
           a = nil
+        elseif TWO[kc] and kc ~= 'fw' then
+          -- a quota of the same period: its count stands against the new limit
         elseif kc == 'fw' or kc == 'swc' then
           if ow ~= W then
             local idx = math.floor(now / ow)
@@ -127,7 +193,7 @@ local function rescale()
         a = nil
       end
       st[p], st[p + 1] = a or false, V[v + 7]
-      if code == 'fw' then
+      if TWO[code] then
         st[p + 2] = a and y0 or false
       elseif code == 'swc' then
         st[p + 2], st[p + 3] = a and y0 or false, a and z0 or false
@@ -150,7 +216,7 @@ local function layer(i, commit)
   if code ~= 'swl' then
     local p = pos and pos[i] or 2
     a = tonumber(st[p])
-    if code == 'fw' then
+    if TWO[code] then
       y0 = tonumber(st[p + 2])
     elseif code == 'swc' then
       y0, z0 = tonumber(st[p + 2]), tonumber(st[p + 3])
@@ -231,6 +297,17 @@ local function layer(i, commit)
     end
     return ok, math.max(0, math.floor(L - est)), reset, retry, 0, idx, curr, prev, (idx + 2) * W
   end
+  if TWO[code] then
+    -- a quota: the burst slot carries the subject's anchor
+    local s, e = period(code, now, V[v + 4])
+    local count = 0
+    if a == s then count = y0 end
+    local ok = count + c <= L
+    if ok and commit then count = count + c end
+    local retry = 0
+    if not ok then retry = e - now end
+    return ok, math.max(0, L - count), e - now, retry, 0, s, count, nil, e
+  end
   -- sliding log: members are 'us:cost:seq'; the metadata hash holds the sum
   -- of the logged costs (n) and the last sequence number (q).
   -- Lua's default number format keeps 14 digits; microsecond times need 16.
@@ -294,12 +371,12 @@ end
 -- edit to another algorithm, so a tier edited in place leaves nothing stale.
 local function drop(f, old, code)
   if old == 'swc' and code ~= 'swc' then
-    if code == 'fw' then
+    if TWO[code] then
       redis.call('HDEL', K, f .. ':-')
     else
       redis.call('HDEL', K, f .. ':+', f .. ':-')
     end
-  elseif old == 'fw' and code ~= 'fw' and code ~= 'swc' then
+  elseif TWO[old] and not TWO[code] and code ~= 'swc' then
     redis.call('HDEL', K, f .. ':+')
   end
 end
@@ -316,10 +393,11 @@ local function keep()
       hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f, a, f .. ':#', V[v + 7]
       m = m + 4
       local exp = a
-      if code == 'fw' then
+      if TWO[code] then
         hs[m + 1], hs[m + 2] = f .. ':+', st[p + 2]
         m = m + 2
         exp = (a + 1) * W
+        if code ~= 'fw' then exp = a + W end -- a quota's start and span
       elseif code == 'swc' then
         hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f .. ':+', st[p + 2], f .. ':-', st[p + 3]
         m = m + 4
@@ -354,7 +432,7 @@ local function decide()
   pos = nil
   if n == 1 then
     local code, f = V[1], V[6]
-    if code == 'fw' then
+    if TWO[code] then
       st = redis.call('HMGET', K, 'e', f, f .. ':#', f .. ':+')
     elseif code == 'swc' then
       st = redis.call('HMGET', K, 'e', f, f .. ':#', f .. ':+', f .. ':-')
@@ -378,7 +456,7 @@ local function decide()
         hm[m + 1] = f
         hm[m + 2] = f .. ':#'
         m = m + 2
-        if code == 'fw' then
+        if TWO[code] then
           m = m + 1
           hm[m] = f .. ':+'
         elseif code == 'swc' then
@@ -411,7 +489,7 @@ local function decide()
         if fx then
           -- new figures (an edit, or fresh state): written with the state
           local hs = {'HSET', K, f, x, f .. ':#', V[7]}
-          if code == 'fw' then
+          if TWO[code] then
             hs[7], hs[8] = f .. ':+', y
           elseif code == 'swc' then
             hs[7], hs[8], hs[9], hs[10] = f .. ':+', y, f .. ':-', z
@@ -422,7 +500,7 @@ local function decide()
           end
           redis.call(unpack(hs))
           drop(f, fx, code)
-        elseif code == 'fw' then
+        elseif TWO[code] then
           if ttl then
             redis.call('HSET', K, f, x, f .. ':+', y, 'e', ttl)
           else
@@ -477,7 +555,7 @@ local function decide()
         else
           local p = pos and pos[i] or 2
           st[p] = R[b + 6]
-          if code == 'fw' then
+          if TWO[code] then
             st[p + 2] = R[b + 7]
           elseif code == 'swc' then
             st[p + 2], st[p + 3] = R[b + 7], R[b + 8]
@@ -545,7 +623,7 @@ local function decide()
         hs[m + 2] = V[8 * i - 1]
         m = m + 2
       end
-      if code == 'fw' then
+      if TWO[code] then
         hs[m + 1] = f .. ':+'
         hs[m + 2] = st[p + 2]
         m = m + 2
