@@ -20,6 +20,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}/edit", op(s.tierEditForm))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}/delete", op(s.tierDelete))
+	mux.Handle("POST /admin/plans/{id}/limits/{limitID}/promote", op(s.tierPromote))
 
 	mux.Handle("GET /admin/keys", op(s.keysList))
 	mux.Handle("GET /admin/keys/{id}", op(s.keyShow))
