@@ -214,6 +214,7 @@ type layerOut struct {
 	reset     int64
 	retry     int64
 	wait      int64 // leaky bucket queue delay of an admitted request
+	span      int64 // a quota's period length (LayerResult.Period)
 }
 
 func (o layerOut) result(l Limit) LayerResult {
@@ -237,7 +238,7 @@ func (o *layerOut) fill(r *LayerResult, l *Limit) {
 	r.Remaining = o.remaining
 	r.ResetAfter = micros(o.reset)
 	r.RetryAfter = 0
-	r.Period = 0
+	r.Period = micros(o.span)
 	if !o.allowed {
 		r.RetryAfter = micros(max(o.retry, 1))
 	}

@@ -510,10 +510,6 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 	var wait int64
 	for i := range ps {
 		outs[i].fill(&d.Layers[i], &req.Limits[i])
-		if ps[i].kind == kindQuota {
-			s, e := periodBounds(ps[i].period, now, anchor)
-			d.Layers[i].Period = micros(e - s)
-		}
 		if ps[i].queue {
 			wait = max(wait, outs[i].wait)
 		}

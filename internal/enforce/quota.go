@@ -123,7 +123,7 @@ func evalQuota(s *counterState, p *params, now, anchor int64, commit bool, next 
 		count += p.cost
 		*next = counterState{idx: start, count: count, has: true}
 	}
-	*out = layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: end - now}
+	*out = layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: end - now, span: end - start}
 	if !ok {
 		out.retry = end - now
 	}
