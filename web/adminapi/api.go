@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/billing"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -193,7 +194,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: "The API key has expired and can no longer be rotated.",
 		})
 	case errors.Is(err, plans.ErrNotFound), errors.Is(err, apikeys.ErrNotFound),
-		errors.Is(err, users.ErrNotFound), errors.Is(err, optokens.ErrNotFound):
+		errors.Is(err, users.ErrNotFound), errors.Is(err, optokens.ErrNotFound), errors.Is(err, billing.ErrNotFound):
 		writeProblem(w, r, Problem{
 			Type: typeNotFound, Title: "Not found", Status: http.StatusNotFound,
 			Detail: notFoundDetail(err),
@@ -233,7 +234,7 @@ func notFoundDetail(err error) string {
 		return "No plan (or no limit of this plan) has this id."
 	case errors.Is(err, apikeys.ErrNotFound):
 		return "No API key has this id."
-	case errors.Is(err, users.ErrNotFound):
+	case errors.Is(err, users.ErrNotFound), errors.Is(err, billing.ErrNotFound):
 		return "No developer has this id."
 	default:
 		return "No operator token has this id."

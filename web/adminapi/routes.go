@@ -43,6 +43,7 @@ func (a *api) routes() []route {
 
 		{"GET", p + "/developers", "listDevelopers", a.listDevelopers, false},
 		{"PUT", p + "/developers/{id}/plan", "setDeveloperPlan", a.setDeveloperPlan, false},
+		{"PUT", p + "/developers/{id}/billing-anchor", "setBillingAnchor", a.setBillingAnchor, false},
 
 		{"GET", p + "/audit", "listAudit", a.listAudit, false},
 

@@ -56,3 +56,51 @@ func TestPromoteShadowTierInOneCall(t *testing.T) {
 		t.Errorf("problem = %+v, want one error on mode", pr)
 	}
 }
+
+func TestSetBillingAnchor(t *testing.T) {
+	e := newEnv(t)
+	_, token := e.operator("op@example.com")
+	dev := e.user("dev@example.com", "developer", nil).ID
+	path := Prefix + "/developers/" + itoa(dev) + "/billing-anchor"
+
+	res := e.do("PUT", path, token, map[string]any{"billing_anchor": "2026-01-31T10:00:00Z"})
+	if res.status != http.StatusOK {
+		t.Fatalf("set: %d %s", res.status, res.body)
+	}
+	var got struct {
+		BillingAnchor *string `json:"billing_anchor"`
+		Effective     string  `json:"effective_billing_anchor"`
+	}
+	res.decode(t, &got)
+	if got.BillingAnchor == nil || *got.BillingAnchor != "2026-01-31T10:00:00Z" || got.Effective != "2026-01-31T10:00:00Z" {
+		t.Errorf("set = %+v", got)
+	}
+	if n := e.count(`SELECT count(*) FROM audit_log WHERE action = 'user.set_billing_anchor' AND object_id = $1`, itoa(dev)); n != 1 {
+		t.Errorf("audit entries = %d, want 1", n)
+	}
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"Missing", map[string]any{}},
+		{"NotAnInstant", map[string]any{"billing_anchor": "31 January"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := e.do("PUT", path, token, tc.body)
+			if res.status != http.StatusBadRequest && res.status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d %s, want 4xx", res.status, res.body)
+			}
+			if p := res.problem(t); len(p.Errors) != 1 || p.Errors[0].Field != "billing_anchor" {
+				t.Errorf("problem = %+v, want one error on billing_anchor", p)
+			}
+		})
+	}
+	if res := e.do("PUT", Prefix+"/developers/999999/billing-anchor", token, map[string]any{"billing_anchor": nil}); res.status != http.StatusNotFound {
+		t.Errorf("unknown developer: %d, want 404", res.status)
+	}
+	res = e.do("PUT", path, token, map[string]any{"billing_anchor": nil})
+	res.decode(t, &got)
+	if res.status != http.StatusOK || got.BillingAnchor != nil {
+		t.Errorf("clear: %d %+v", res.status, got)
+	}
+}
