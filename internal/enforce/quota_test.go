@@ -1,6 +1,8 @@
 package enforce
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -107,6 +109,64 @@ func TestStoresAgreeOnQuotas(t *testing.T) {
 					runAnchoredSteps(t, store, clock, "subject:"+tc.name, tc.anchor, tc.limits, tc.steps)
 				})
 			}
+		})
+	}
+}
+
+// quotaAdjuster is what both stores offer besides Store.
+type quotaAdjuster interface {
+	Store
+	GrantQuota(ctx context.Context, req Request, units int64) (LayerResult, error)
+	ResetQuota(ctx context.Context, req Request) (LayerResult, error)
+}
+
+func TestStoresAgreeOnQuotaGrantsAndResets(t *testing.T) {
+	// 3 a month from the 1st: spent, topped up by 2 that go with the
+	// period, then a reset in the next period.
+	limits := []Limit{{Name: "monthly", Algorithm: Quota, Period: PeriodMonth, Limit: 3}}
+	feb := utc(2027, 2, 1, 0)
+	for _, kind := range storeKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			clock := newFakeClock()
+			store := kind.new(t, clock).(quotaAdjuster)
+			ctx := context.Background()
+			req := Request{Subject: "dev:1", Limits: limits}
+			allow := func(want bool, remaining int64) {
+				t.Helper()
+				d, err := store.Allow(ctx, req)
+				if err != nil || d.Allowed != want || d.Layers[0].Remaining != remaining {
+					t.Fatalf("Allow = %v remaining %d (%v), want %v remaining %d", d.Allowed, d.Layers[0].Remaining, err, want, remaining)
+				}
+			}
+			allow(true, 2)
+			allow(true, 1)
+			allow(true, 0)
+			allow(false, 0)
+			l, err := store.GrantQuota(ctx, req, 2)
+			if err != nil || l.Remaining != 2 || !l.Allowed || l.ResetAfter != feb.Sub(epoch) {
+				t.Fatalf("GrantQuota = %+v, %v; want 2 remaining until the renewal", l, err)
+			}
+			allow(true, 1)
+			allow(true, 0)
+			allow(false, 0)
+			// Renewed: the grant went with its period.
+			clock.Set(feb)
+			allow(true, 2)
+			allow(true, 1)
+			l, err = store.ResetQuota(ctx, req)
+			if err != nil || l.Remaining != 3 {
+				t.Fatalf("ResetQuota = %+v, %v; want 3 remaining", l, err)
+			}
+			allow(true, 2)
+			t.Run("RefusesAnythingButOneQuota", func(t *testing.T) {
+				bad := Request{Subject: "dev:1", Limits: []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 1, Window: time.Minute}}}
+				if _, err := store.ResetQuota(ctx, bad); !errors.Is(err, ErrInvalidRequest) {
+					t.Errorf("ResetQuota(fixed window) = %v, want ErrInvalidRequest", err)
+				}
+				if _, err := store.GrantQuota(ctx, req, 0); !errors.Is(err, ErrInvalidRequest) {
+					t.Errorf("GrantQuota(0) = %v, want ErrInvalidRequest", err)
+				}
+			})
 		})
 	}
 }

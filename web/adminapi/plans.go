@@ -18,12 +18,14 @@ type limitBody struct {
 	WindowSeconds int64  `json:"window_seconds"`
 	Burst         int64  `json:"burst"`
 	Cost          int64  `json:"cost"`
+	// Period is a quota's: day, month or year.
+	Period string `json:"period"`
 }
 
 func (b limitBody) input() plans.LimitInput {
 	return plans.LimitInput{
 		Name: b.Name, Route: b.Route, Algorithm: b.Algorithm, Mode: b.Mode,
-		Limit: b.Limit, WindowSeconds: b.WindowSeconds, Burst: b.Burst, Cost: b.Cost,
+		Limit: b.Limit, WindowSeconds: b.WindowSeconds, Burst: b.Burst, Cost: b.Cost, Period: b.Period,
 	}
 }
 

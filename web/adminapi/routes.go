@@ -44,6 +44,8 @@ func (a *api) routes() []route {
 		{"GET", p + "/developers", "listDevelopers", a.listDevelopers, false},
 		{"PUT", p + "/developers/{id}/plan", "setDeveloperPlan", a.setDeveloperPlan, false},
 		{"PUT", p + "/developers/{id}/billing-anchor", "setBillingAnchor", a.setBillingAnchor, false},
+		{"POST", p + "/developers/{id}/quota-grants", "grantQuota", a.grantQuota, false},
+		{"POST", p + "/developers/{id}/quota-resets", "resetQuota", a.resetQuota, false},
 
 		{"GET", p + "/audit", "listAudit", a.listAudit, false},
 

@@ -1,9 +1,11 @@
 package adminapi
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/billing"
 	"github.com/sluicehq/sluice/internal/enforce"
 )
 
@@ -102,5 +104,73 @@ func TestSetBillingAnchor(t *testing.T) {
 	res.decode(t, &got)
 	if res.status != http.StatusOK || got.BillingAnchor != nil {
 		t.Errorf("clear: %d %+v", res.status, got)
+	}
+}
+
+func TestQuotaGrantsAndResets(t *testing.T) {
+	e := newEnv(t)
+	_, token := e.operator("op@example.com")
+	plan := with(func(p map[string]any) {
+		p["limits"] = []map[string]any{{"name": "monthly", "algorithm": "quota", "period": "month", "limit": 3, "window_seconds": 86400}}
+	})
+	res := e.do("POST", Prefix+"/plans", token, plan)
+	if res.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.status, res.body)
+	}
+	var p planView
+	res.decode(t, &p)
+	dev := e.user("dev@example.com", "developer", &p.ID).ID
+	ctx := context.Background()
+	anchor, err := billing.Get(ctx, e.pool, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := enforce.Request{Subject: enforce.DeveloperSubject(dev), Limits: []enforce.Limit{p.Limits[0].Enforce(p.Slug)}, Anchor: anchor.Effective}
+	for range 3 {
+		if d, err := e.store.Allow(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("Allow: %+v %v", d, err)
+		}
+	}
+	base := Prefix + "/developers/" + itoa(dev)
+	var q quotaResult
+	res = e.do("POST", base+"/quota-grants", token, map[string]any{"limit": "monthly", "units": 10})
+	if res.status != http.StatusOK {
+		t.Fatalf("grant: %d %s", res.status, res.body)
+	}
+	res.decode(t, &q)
+	if q.Remaining != 10 || q.Plan != p.Slug || q.Limit != "monthly" || q.ResetAfterSeconds < 1 {
+		t.Errorf("after the grant: %+v, want 10 remaining", q)
+	}
+	if d, err := e.store.Allow(ctx, req); err != nil || !d.Allowed || d.Layers[0].Remaining != 9 {
+		t.Errorf("Allow after the grant: %+v %v, want admitted with 9 left", d, err)
+	}
+	res = e.do("POST", base+"/quota-resets", token, map[string]any{"limit": "monthly"})
+	res.decode(t, &q)
+	if res.status != http.StatusOK || q.Remaining != 3 {
+		t.Errorf("reset: %d %+v, want 3 remaining", res.status, q)
+	}
+	for _, action := range []string{"quota.grant", "quota.reset"} {
+		if n := e.count(`SELECT count(*) FROM audit_log WHERE action = $1 AND object_id = $2`, action, itoa(dev)); n != 1 {
+			t.Errorf("%s audit entries = %d, want 1", action, n)
+		}
+	}
+	for _, tc := range []struct {
+		name, path string
+		body       map[string]any
+		field      string
+	}{
+		{"GrantWithoutUnits", "/quota-grants", map[string]any{"limit": "monthly"}, "units"},
+		{"NotAQuotaTier", "/quota-resets", map[string]any{"limit": "global"}, "limit"},
+		{"NoLimit", "/quota-resets", map[string]any{}, "limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := e.do("POST", base+tc.path, token, tc.body)
+			if res.status != http.StatusBadRequest && res.status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d %s, want 4xx", res.status, res.body)
+			}
+			if pr := res.problem(t); len(pr.Errors) != 1 || pr.Errors[0].Field != tc.field {
+				t.Errorf("problem = %+v, want one error on %s", pr, tc.field)
+			}
+		})
 	}
 }
