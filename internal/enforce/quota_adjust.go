@@ -135,4 +135,3 @@ func (s *RedisStore) adjust(ctx context.Context, req Request, op string) (LayerR
 	}
 	return d.Layers[0], nil
 }
-
