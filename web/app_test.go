@@ -14,6 +14,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/billing"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
@@ -596,5 +597,59 @@ func TestMyKeysCap(t *testing.T) {
 	keys, _, err := e.keys.List(context.Background(), apikeys.Filter{UserID: e.dev.ID})
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("keys stored = %d (%v), want 2", len(keys), err)
+	}
+}
+
+func TestMyUsageShowsTheAllowanceAndItsRenewal(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	p, err := e.plans.Create(ctx, "test", plans.PlanInput{
+		Slug: "metered", Name: "Metered", IsPublic: true, IsDefault: true,
+		Limits: []plans.LimitInput{
+			{Name: "monthly", Algorithm: "quota", Period: "month", Limit: 5},
+			{Name: "trial", Algorithm: "fixed_window", Mode: "shadow", Limit: 1, WindowSeconds: 60},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := time.Date(2020, 1, 31, 10, 0, 0, 0, time.UTC)
+	if _, err := billing.SetAnchor(ctx, e.pool, "test", e.dev.ID, &anchor); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := e.createKey(e.dev.ID, "backend")
+	var limits []enforce.Limit
+	for _, l := range p.Limits {
+		limits = append(limits, l.Enforce(p.Slug))
+	}
+	for range 2 {
+		d, err := e.store.Allow(ctx, enforce.Request{Subject: enforce.DeveloperSubject(e.dev.ID), Key: enforce.KeyScope(k.ID), Limits: limits, Anchor: anchor})
+		if err != nil || !d.Allowed {
+			t.Fatalf("Allow: %+v %v", d, err)
+		}
+	}
+	// The renewal, found the slow way: the first 31st (or last day of a
+	// shorter month) at 10:00 UTC after now.
+	now := time.Now().UTC()
+	var renews time.Time
+	for m := 0; ; m++ {
+		first := time.Date(2020, time.Month(1+m), 1, 10, 0, 0, 0, time.UTC)
+		last := first.AddDate(0, 1, -1)
+		if c := last; c.After(now) {
+			renews = c
+			break
+		}
+	}
+	d := e.signedIn(developerEmail).get("/app", nil).doc(t)
+	row := d.Find(`[data-testid="usage-limit"][data-policy="metered-monthly"]`)
+	if got := strings.TrimSpace(row.Find(`[data-testid="usage-used"]`).Text()); got != "2" {
+		t.Errorf("used = %q, want 2", got)
+	}
+	want := "2 of 5 this month, renews on " + renews.Format("2 January 2006, 15:04 UTC")
+	if got := strings.TrimSpace(row.Find(`[data-testid="usage-renews"]`).Text()); got != want {
+		t.Errorf("renewal = %q, want %q", got, want)
+	}
+	if n := d.Find(`[data-testid="usage-limit"][data-policy="metered-trial"]`).Length(); n != 0 {
+		t.Errorf("the shadow tier is shown %d times, want never", n)
 	}
 }

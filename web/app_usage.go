@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/billing"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/views"
 )
@@ -119,6 +121,11 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 	// All of a developer's keys share one subject (their plan-wide limits
 	// and their usage series); each key's tiers count under its own scope.
 	subject := enforce.DeveloperSubject(user.ID)
+	// Quotas renew at the developer's billing anchor.
+	anchor, err := billing.Get(ctx, s.deps.Pool, user.ID)
+	if err != nil && !errors.Is(err, billing.ErrNotFound) {
+		return out, fmt.Errorf("usage: billing anchor: %w", err)
+	}
 	worst := int64(0)
 	for _, k := range keys {
 		ku := views.MyKeyUsage{ID: k.ID, Name: k.Name, Prefix: k.Prefix, LastUsed: k.LastUsedAt}
@@ -127,17 +134,26 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 			return out, fmt.Errorf("usage: limits of key %d: %w", k.ID, err)
 		}
 		if len(limits) > 0 {
-			d, err := s.dashboard.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: limits})
+			d, err := s.dashboard.Peek(ctx, enforce.Request{Subject: subject, Key: enforce.KeyScope(k.ID), Limits: limits, Anchor: anchor.Effective})
 			if err != nil {
 				s.log.Warn("usage peek", "key_id", k.ID, "err", err)
 				out.Problem = "The rate-limit store could not be read just now."
 			}
-			for _, l := range d.Layers {
+			// Shadow tiers are tried in the dark: never shown.
+			for _, l := range d.Visible().Layers {
 				used := max(l.Limit.Limit-l.Remaining, 0)
-				ku.Limits = append(ku.Limits, views.MyLimit{
+				ml := views.MyLimit{
 					Policy: l.Limit.Name, Route: l.Limit.Route, Used: used, Limit: l.Limit.Limit,
 					Remaining: max(l.Remaining, 0), ResetIn: l.ResetAfter,
-				})
+				}
+				if l.Limit.Algorithm == enforce.Quota {
+					at := d.At
+					if at.IsZero() {
+						at = now
+					}
+					ml.Period, ml.RenewsOn = string(l.Limit.Period), at.Add(l.ResetAfter).UTC()
+				}
+				ku.Limits = append(ku.Limits, ml)
 				if l.Limit.Limit > 0 {
 					worst = max(worst, used*100/l.Limit.Limit)
 				}

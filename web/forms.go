@@ -38,6 +38,7 @@ func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors) {
 		Route:     r.PostFormValue("route"),
 		Algorithm: r.PostFormValue("algorithm"),
 		Mode:      r.PostFormValue("mode"),
+		Period:    r.PostFormValue("period"),
 	}
 	in.Limit = formInt(r, "limit", errs)
 	in.WindowSeconds = formInt(r, "window_seconds", errs)

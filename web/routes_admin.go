@@ -26,6 +26,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}/edit", op(s.tierEditForm))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}/delete", op(s.tierDelete))
+	mux.Handle("POST /admin/plans/{id}/limits/{limitID}/promote", op(s.tierPromote))
 
 	mux.Handle("GET /admin/plans/file", op(s.plansFilePage))
 	mux.Handle("GET /admin/plans/file/export", op(s.plansFileExport))

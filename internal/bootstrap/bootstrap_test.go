@@ -44,7 +44,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("PlansCreated = %v, want %v", first.PlansCreated, want)
 		}
 		got := read(t)
-		want := counts{users: 1, operators: 1, plans: 3, limits: 12, audit: 1 + 3 + 12}
+		want := counts{users: 1, operators: 1, plans: 3, limits: 14, audit: 1 + 3 + 14}
 		if got != want {
 			t.Errorf("rows = %+v, want %+v", got, want)
 		}
@@ -140,7 +140,7 @@ func TestDemoPlansAreValid(t *testing.T) {
 				IsDefault: p.IsDefault, IsAnonymous: p.IsAnonymous, IsPublic: true}
 			for _, l := range p.Limits {
 				in.Limits = append(in.Limits, plans.LimitInput{Name: l.Name, Route: l.Route, Algorithm: l.Algorithm,
-					Mode: l.Mode, Limit: l.Limit, WindowSeconds: l.WindowMS / 1000, Burst: l.Burst, Cost: int64(l.Cost)})
+					Mode: l.Mode, Limit: l.Limit, WindowSeconds: l.WindowMS / 1000, Burst: l.Burst, Cost: int64(l.Cost), Period: l.Period})
 			}
 			if err := plans.Validate(in, routes); err != nil {
 				t.Errorf("demo plan %s is invalid: %v", p.Slug, err)

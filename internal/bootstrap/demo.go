@@ -30,6 +30,7 @@ type demoLimit struct {
 	Burst     int64  `json:"burst"`
 	Cost      int    `json:"cost"`
 	Mode      string `json:"mode"`
+	Period    string `json:"period,omitempty"`
 }
 
 // The sample API's routes, as net/http ServeMux patterns.
@@ -54,6 +55,7 @@ var demoPlans = []demoPlan{
 		Description: "Callers without an API key, limited per client IP.",
 		Limits: []demoLimit{
 			{Name: "global", Algorithm: "fixed_window", Limit: 60, WindowMS: minute},
+			{Name: "daily", Algorithm: "quota", Period: "day", Limit: 2000, WindowMS: 24 * hour},
 			{Name: "search", Route: routeSearch, Algorithm: "sliding_window_counter", Limit: 10, WindowMS: minute},
 			{Name: "items", Route: routeItem, Algorithm: "token_bucket", Limit: 30, WindowMS: minute, Burst: 5},
 			{Name: "reports", Route: routeReports, Algorithm: "leaky_bucket", Limit: 2, WindowMS: minute, Burst: 1, Mode: "queue"},
@@ -64,6 +66,7 @@ var demoPlans = []demoPlan{
 		Description: "The plan every new developer starts on.",
 		Limits: []demoLimit{
 			{Name: "global", Algorithm: "fixed_window", Limit: 1000, WindowMS: hour},
+			{Name: "monthly", Algorithm: "quota", Period: "month", Limit: 100000, WindowMS: 24 * hour},
 			{Name: "search", Route: routeSearch, Algorithm: "sliding_window_log", Limit: 30, WindowMS: minute},
 			{Name: "items", Route: routeItem, Algorithm: "token_bucket", Limit: 60, WindowMS: minute, Burst: 10},
 			{Name: "reports", Route: routeReports, Algorithm: "leaky_bucket", Limit: 6, WindowMS: minute, Burst: 3, Mode: "queue"},
@@ -115,9 +118,9 @@ func seedDemo(ctx context.Context, tx pgx.Tx) ([]string, error) {
 			}
 			var limitID int64
 			err := tx.QueryRow(ctx, `INSERT INTO plan_limits
-				(plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-				id, l.Name, l.Route, l.Algorithm, l.Limit, l.WindowMS, l.Burst, l.Cost, l.Mode, pos).Scan(&limitID)
+				(plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+				id, l.Name, l.Route, l.Algorithm, l.Limit, l.WindowMS, l.Burst, l.Cost, l.Mode, pos, l.Period).Scan(&limitID)
 			if err != nil {
 				return nil, fmt.Errorf("create limit %s: %w", l.Name, err)
 			}

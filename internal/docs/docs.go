@@ -148,6 +148,8 @@ func Build(all []plans.Plan, opts Options) (Model, error) {
 	var shown []plans.Plan
 	for _, p := range all {
 		if p.IsPublic || (opts.YourPlan != "" && p.Slug == opts.YourPlan) {
+			// Shadow tiers are tried in the dark: never documented.
+			p.Limits = slices.DeleteFunc(slices.Clone(p.Limits), func(l plans.Limit) bool { return l.Mode == enforce.ModeShadow })
 			shown = append(shown, p)
 		}
 	}
@@ -232,6 +234,9 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 		Policy: plans.PolicyName(planSlug, l.Name), Route: l.Route, Algorithm: l.Algorithm, Mode: mode,
 		Limit: l.Limit, Window: l.Window, Burst: l.Burst, Cost: cost, WindowText: windowText(l.Window),
 	}
+	if l.Algorithm == enforce.Quota {
+		d.WindowText = string(l.Period)
+	}
 	d.Rate = fmt.Sprintf("%d per %s", l.Limit, d.WindowText)
 	if cost > 1 {
 		d.Rate += fmt.Sprintf("; each request costs %d, so %d requests", cost, l.Limit/cost)
@@ -315,6 +320,12 @@ func explain(d LimitDoc) string {
 			"every %s. There are no windows to wait for; the allowance returns one request at a time.",
 			d.Limit, d.WindowText, interval(d), d.Burst, d.Burst+1, interval(d))
 	}
+	if d.Algorithm == enforce.Quota {
+		return fmt.Sprintf("An allowance of %d per %s that renews on your billing day (the day you signed up, "+
+			"unless the operator set another), in UTC; a month that starts on the 31st renews on the last day of "+
+			"shorter months. RateLimit's t counts the seconds to the renewal, and RateLimit-Policy's w is the "+
+			"current period's length.", d.Limit, d.WindowText)
+	}
 	return "Unknown algorithm " + string(d.Algorithm) + "."
 }
 
@@ -331,6 +342,9 @@ func overLimit(d LimitDoc) string {
 
 func algorithmDoc(a enforce.Algorithm) AlgorithmDoc {
 	switch a {
+	case enforce.Quota:
+		return AlgorithmDoc{a, "Quota", "An allowance per day, month or year that renews at your billing " +
+			"anchor, not at a clock window: what you bought for the period, counted across all your keys."}
 	case enforce.FixedWindow:
 		return AlgorithmDoc{a, "Fixed window", "A counter per window of the clock (each minute from :00, say). " +
 			"Simple and predictable: you know exactly when it resets (X-RateLimit-Reset). Bursts at a " +

@@ -43,6 +43,7 @@ const (
 	kindSlidingCounter
 	kindTokenBucket
 	kindLeakyBucket
+	kindQuota
 )
 
 func kindOf(a Algorithm) algKind {
@@ -57,6 +58,8 @@ func kindOf(a Algorithm) algKind {
 		return kindTokenBucket
 	case LeakyBucket:
 		return kindLeakyBucket
+	case Quota:
+		return kindQuota
 	}
 	return 0
 }
@@ -78,6 +81,15 @@ func (k algKind) code() string {
 	return ""
 }
 
+// code is the limit's algorithm code in the script and in its figures: a
+// quota's names its period.
+func (p *params) code() string {
+	if p.kind == kindQuota {
+		return p.period
+	}
+	return p.kind.code()
+}
+
 // params is a Limit reduced to the integers both stores compute with.
 type params struct {
 	kind   algKind
@@ -86,6 +98,9 @@ type params struct {
 	burst  int64 // token bucket capacity (defaulted) or leaky bucket queue depth
 	cost   int64
 	queue  bool
+	shadow bool
+	// period is a quota's period code (codeQuotaDay...), "" otherwise.
+	period string
 	// interval (T = W/limit, µs per unit of cost) and tolerance (burst*T)
 	// are the bucket algorithms' figures, computed once per limit with the
 	// same float64 operations the script runs per call.
@@ -94,7 +109,12 @@ type params struct {
 }
 
 func paramsOf(l *Limit) (params, error) {
-	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue}
+	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue, shadow: l.Mode == ModeShadow}
+	if p.kind == kindQuota {
+		// A quota's window is its period's longest length; its burst
+		// slot carries the subject's anchor, given per request.
+		p.window, p.burst, p.period = quotaSpan(l.Period), 0, periodCode(l.Period)
+	}
 	if l.Name == "" || p.kind == 0 || p.limit < 1 || p.window < 1 || p.burst < 0 || p.cost < 0 {
 		return params{}, limitError(*l)
 	}
@@ -105,7 +125,7 @@ func paramsOf(l *Limit) (params, error) {
 	case p.kind == kindTokenBucket && p.burst == 0:
 		p.burst = p.limit
 	case p.kind != kindTokenBucket && p.kind != kindLeakyBucket:
-		p.burst = 0 // ignored, so it must not tell states apart
+		p.burst = 0 // ignored (a quota's anchor comes per request)
 	}
 	p.interval = float64(p.window) / float64(p.limit)
 	p.tolerance = float64(p.burst) * p.interval
@@ -122,6 +142,8 @@ func limitError(l Limit) error {
 		return fmt.Errorf("%w: limit %q: unknown algorithm %q", ErrInvalidRequest, l.Name, l.Algorithm)
 	case l.Limit < 1:
 		return fmt.Errorf("%w: limit %q: limit %d below 1", ErrInvalidRequest, l.Name, l.Limit)
+	case l.Algorithm == Quota && !l.Period.Valid():
+		return fmt.Errorf("%w: limit %q: quota period %q: must be day, month or year", ErrInvalidRequest, l.Name, l.Period)
 	case l.Window.Microseconds() < 1:
 		return fmt.Errorf("%w: limit %q: window %s below 1µs", ErrInvalidRequest, l.Name, l.Window)
 	default:
@@ -192,6 +214,7 @@ type layerOut struct {
 	reset     int64
 	retry     int64
 	wait      int64 // leaky bucket queue delay of an admitted request
+	span      int64 // a quota's period length (LayerResult.Period)
 }
 
 func (o layerOut) result(l Limit) LayerResult {
@@ -215,6 +238,7 @@ func (o *layerOut) fill(r *LayerResult, l *Limit) {
 	r.Remaining = o.remaining
 	r.ResetAfter = micros(o.reset)
 	r.RetryAfter = 0
+	r.Period = micros(o.span)
 	if !o.allowed {
 		r.RetryAfter = micros(max(o.retry, 1))
 	}
@@ -373,6 +397,8 @@ func (s *counterState) expiresAt(p *params) int64 {
 		return (s.idx + 1) * p.window
 	case kindSlidingCounter:
 		return (s.idx + 2) * p.window
+	case kindQuota:
+		return s.idx + p.window // the period's start and its longest length
 	default:
 		return int64(math.Ceil(s.tat))
 	}
@@ -450,4 +476,63 @@ func (r *logRing) commit(now, window, cost int64) {
 	}
 	r.entries = append(r.entries, logEntry{ts: now, cost: cost})
 	r.sum += cost
+}
+
+// figures are what give a counter state its meaning: the algorithm and the
+// window, limit and (buckets only, defaulted) burst it was made under. Both
+// stores keep them beside the state, so a limit edited in place rescales its
+// state at the next request instead of starting afresh or waiting for the
+// old window to end.
+type figures struct {
+	kind                 algKind
+	window, limit, burst int64
+}
+
+func figuresOf(p *params) figures {
+	return figures{kind: p.kind, window: p.window, limit: p.limit, burst: p.burst}
+}
+
+// rescale returns s, made under the figures f, as a state of p at now. The
+// rule is that what was spent stays spent, in units of cost: a window's
+// counts carry into the window of the new size that holds now (a count whose
+// window had already ended is dropped), and a bucket's debt, (tat-now)/T,
+// is repaid at the new rate. So raising a limit, a window's rate or a burst
+// admits at the next request, lowering one rejects at the next request, and
+// neither waits for an old window or arrival time. Another algorithm starts
+// afresh. scripts/decide.lua's rescale runs the same operations.
+func rescale(s counterState, f figures, p *params, now int64) counterState {
+	if !s.has {
+		return s
+	}
+	if f.kind != p.kind {
+		return counterState{}
+	}
+	switch p.kind {
+	case kindQuota:
+		if f.window != p.window {
+			return counterState{} // another period
+		}
+		return s // the period's count, against whatever the limit is now
+	case kindFixedWindow, kindSlidingCounter:
+		if f.window == p.window {
+			return s // a count is compared with whatever the limit is now
+		}
+		idx := now / f.window
+		switch s.idx {
+		case idx, idx + 1: // the current window (idx+1: the clock stepped back)
+			return counterState{idx: now / p.window, count: s.count, prev: s.prev, has: true}
+		case idx - 1:
+			if p.kind == kindSlidingCounter {
+				return counterState{idx: now / p.window, prev: s.count, has: true}
+			}
+		}
+		return counterState{}
+	default:
+		n := float64(now)
+		if (f.window == p.window && f.limit == p.limit) || s.tat <= n {
+			return s // the same rate, or no debt: a burst change is in the tolerance
+		}
+		s.tat = n + (s.tat-n)/(float64(f.window)/float64(f.limit))*p.interval
+		return s
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"strconv"
+	"time"
 )
 
 // ErrInvalidKey means a presented API key is malformed, unknown, revoked or
@@ -27,6 +28,10 @@ type Caller struct {
 	// Limits holds every limit of the plan, plan-wide (Route "") and
 	// per-endpoint; the middleware keeps those that match the request.
 	Limits []Limit
+	// Anchor is when the caller's quotas renew (Request.Anchor): a
+	// developer's billing anchor; zero for anonymous callers (midnight UTC,
+	// the 1st).
+	Anchor time.Time
 }
 
 // Resolver turns a request's credentials into a Caller. The control plane

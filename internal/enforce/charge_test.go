@@ -21,7 +21,7 @@ func TestRedisChargeCountsPastTheLimit(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	ctx := context.Background()
-	for _, alg := range enforce.Algorithms {
+	for _, alg := range enforce.RateAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			l := enforce.Limit{Name: "l", Algorithm: alg, Limit: 10, Window: time.Second}
 			if alg == enforce.LeakyBucket {

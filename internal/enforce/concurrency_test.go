@@ -102,6 +102,10 @@ func testRedisStoreIsExactAcrossInstances(t *testing.T, timeout time.Duration) {
 		{"TokenBucket", Limit{Name: "l", Algorithm: TokenBucket, Limit: limit, Window: day}},
 		// Burst+1 pass back to back in reject mode.
 		{"LeakyBucket", Limit{Name: "l", Algorithm: LeakyBucket, Limit: limit, Window: day, Burst: limit - 1}},
+		// Renews on the 1st at midnight UTC (no anchor), so the midnight
+		// guard below covers it too.
+		{"QuotaMonth", Limit{Name: "l", Algorithm: Quota, Period: PeriodMonth, Limit: limit}},
+		{"QuotaDay", Limit{Name: "l", Algorithm: Quota, Period: PeriodDay, Limit: limit}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,11 +4,14 @@ package enforce
 // decision was rejected, the rejecting layer with the longest RetryAfter (the
 // one the client must actually wait for); otherwise the layer with the least
 // Remaining relative to its Limit (the one the client will run into first).
-// Ties go to the earlier layer. A decision without layers yields the zero
-// LayerResult.
+// Ties go to the earlier layer. Shadow layers (ModeShadow) never bind. A
+// decision without other layers yields the zero LayerResult.
 func (d Decision) Binding() LayerResult {
 	best := -1
 	for i, l := range d.Layers {
+		if l.Limit.Mode == ModeShadow {
+			continue
+		}
 		if best < 0 {
 			best = i
 			continue
@@ -32,6 +35,48 @@ func (d Decision) Binding() LayerResult {
 		return LayerResult{}
 	}
 	return d.Layers[best]
+}
+
+// hasShadow reports whether any of limits is a shadow limit.
+func hasShadow(limits []Limit) bool {
+	for i := range limits {
+		if limits[i].Mode == ModeShadow {
+			return true
+		}
+	}
+	return false
+}
+
+// hasQuota reports whether any of limits is a Quota.
+func hasQuota(limits []Limit) bool {
+	for i := range limits {
+		if limits[i].Algorithm == Quota {
+			return true
+		}
+	}
+	return false
+}
+
+// Visible returns d as the client may see it: without its shadow layers,
+// which are never shown. It returns d itself when it has none.
+func (d Decision) Visible() Decision {
+	n := 0
+	for i := range d.Layers {
+		if d.Layers[i].Limit.Mode != ModeShadow {
+			n++
+		}
+	}
+	if n == len(d.Layers) {
+		return d
+	}
+	v := d
+	v.Layers = make([]LayerResult, 0, n)
+	for _, l := range d.Layers {
+		if l.Limit.Mode != ModeShadow {
+			v.Layers = append(v.Layers, l)
+		}
+	}
+	return v
 }
 
 // remainingShare is the fraction of a layer's limit still available; a limit

@@ -86,7 +86,7 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, v
 	if policy == "" {
 		// By index: ranging by value would copy each LayerResult twice.
 		for i := range d.Layers {
-			b = appendPolicyItem(b, i, &d.Layers[i].Limit)
+			b = appendPolicyItem(b, i, &d.Layers[i].Limit, d.Layers[i].Period)
 		}
 	}
 	ends[3] = len(b)
@@ -124,15 +124,22 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, v
 
 // appendPolicy appends the RateLimit-Policy value of limits, which depends
 // on nothing else, so the middleware computes it once per limit set.
+// Shadow limits are never shown, so they are left out.
 func appendPolicy(dst []byte, limits []Limit) []byte {
+	n := 0
 	for i := range limits {
-		dst = appendPolicyItem(dst, i, &limits[i])
+		if limits[i].Mode == ModeShadow {
+			continue
+		}
+		dst = appendPolicyItem(dst, n, &limits[i], 0)
+		n++
 	}
 	return dst
 }
 
-// appendPolicyItem appends the i-th item of a RateLimit-Policy list.
-func appendPolicyItem(dst []byte, i int, l *Limit) []byte {
+// appendPolicyItem appends the i-th item of a RateLimit-Policy list; period
+// is a quota layer's current period, its w (else the limit's window).
+func appendPolicyItem(dst []byte, i int, l *Limit, period time.Duration) []byte {
 	if i > 0 {
 		dst = append(dst, ", "...)
 	}
@@ -140,6 +147,9 @@ func appendPolicyItem(dst []byte, i int, l *Limit) []byte {
 	dst = append(dst, ";q="...)
 	dst = strconv.AppendInt(dst, l.Limit, 10)
 	dst = append(dst, ";w="...)
+	if period > 0 {
+		return strconv.AppendInt(dst, ceilSeconds(period), 10)
+	}
 	return strconv.AppendInt(dst, max(ceilSeconds(l.Window), 1), 10)
 }
 

@@ -25,7 +25,12 @@ const (
 )
 
 // Algorithms lists every algorithm, in the order the UI and docs show them.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket}
+var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket, Quota}
+
+// RateAlgorithms are the five algorithms that limit a rate over a Window
+// (every algorithm but the calendar Quota): what a side-by-side comparison
+// of one tier under each algorithm runs.
+var RateAlgorithms = Algorithms[:5]
 
 // Valid reports whether a is one of the five algorithms.
 func (a Algorithm) Valid() bool {
@@ -49,14 +54,19 @@ const (
 	// ModeDegrade lets the handler serve a reduced or cached answer, marked in
 	// a response header.
 	ModeDegrade Mode = "degrade"
+	// ModeShadow tries a limit in the dark: it is decided and consumes on
+	// every admitted request like any other layer (all or nothing), but it
+	// never rejects a request and is never shown to the client; the
+	// middleware counts what it would have rejected.
+	ModeShadow Mode = "shadow"
 )
 
 // Modes lists every mode.
-var Modes = []Mode{ModeReject, ModeQueue, ModeDegrade}
+var Modes = []Mode{ModeReject, ModeQueue, ModeDegrade, ModeShadow}
 
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool {
-	return m == ModeReject || m == ModeQueue || m == ModeDegrade
+	return m == ModeReject || m == ModeQueue || m == ModeDegrade || m == ModeShadow
 }
 
 // Limit is one layer of rate limiting: how many units of cost a subject may
@@ -79,6 +89,8 @@ type Limit struct {
 	Cost int64
 	// Mode is what happens over the limit ("" means ModeReject).
 	Mode Mode
+	// Period is a Quota's renewal period; Window is then ignored.
+	Period Period
 	// Route is the ServeMux pattern this limit applies to, e.g.
 	// "GET /api/items/{id}"; "" applies to every request (a plan-wide limit).
 	// The stores ignore it; the middleware filters on it.
@@ -122,11 +134,16 @@ type Request struct {
 	// Route is the matched ServeMux pattern; it labels usage statistics.
 	Route  string
 	Limits []Limit
+	// Anchor is the subject's billing anchor, when its quotas renew (see
+	// Quota): a developer's sign-up instant unless an operator set another.
+	// The zero Time anchors at the Unix epoch: midnight UTC, the 1st.
+	Anchor time.Time
 }
 
 // Decision is the outcome of Allow or Peek.
 type Decision struct {
-	// Allowed is true when every limit admitted the request.
+	// Allowed is true when every limit admitted the request, shadow limits
+	// (ModeShadow) aside: their layers say what they would have done.
 	Allowed bool
 	// Layers holds one result per limit of the request, in the same order.
 	Layers []LayerResult
@@ -157,4 +174,7 @@ type LayerResult struct {
 	// RetryAfter is how long until a rejected request could be admitted;
 	// zero when Allowed.
 	RetryAfter time.Duration
+	// Period is, for a Quota, the length of the period the decision fell
+	// in (the RateLimit-Policy w: months and years vary); zero otherwise.
+	Period time.Duration
 }

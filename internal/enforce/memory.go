@@ -162,9 +162,10 @@ type subjectState struct {
 	guard int64
 }
 
-// limitState is one limit's state; a limit edited to another window, limit
-// or burst is a new state (the old one ages out), as in Redis, where those
-// figures are part of the key. The fields a decision reads come first.
+// limitState is one limit's state. A limit edited to another window, limit
+// or burst keeps its state, rescaled to the new figures at its next admitted
+// request (see rescale), as in Redis; key holds the figures it was last
+// written under. The fields a decision reads come first.
 type limitState struct {
 	key     *limitKey
 	counter counterState
@@ -176,25 +177,18 @@ type limitState struct {
 	log   logRing
 }
 
-// limitKey tells limit states apart: the limit's name and the figures that
-// give its counters their meaning. A state points to the key of the limit set
-// it was created or last found by, shared with every other subject, so
-// finding a state compares a pointer and, failing that, reads a key that is
-// hot in the cache rather than one more line of the subject's own.
+// limitKey names a limit state and the figures it was written under. A
+// state points to the key of the limit set it was created or last found by,
+// shared with every other subject, so finding a state compares a pointer
+// and, failing that, reads a key that is hot in the cache rather than one
+// more line of the subject's own.
 type limitKey struct {
-	name   string
-	kind   algKind
-	window int64
-	limit  int64
-	burst  int64
+	name string
+	figures
 }
 
 func newLimitKey(l *Limit, p *params) limitKey {
-	return limitKey{name: l.Name, kind: p.kind, window: p.window, limit: p.limit, burst: p.burst}
-}
-
-func (k *limitKey) matches(name string, p *params) bool {
-	return k.name == name && k.kind == p.kind && k.window == p.window && k.limit == p.limit && k.burst == p.burst
+	return limitKey{name: l.Name, figures: figuresOf(p)}
 }
 
 const minSweepLen = 64
@@ -417,14 +411,17 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 	var statesBuf [maxInlineLayers]*limitState
 	var outsBuf [maxInlineLayers]layerOut
 	var nextBuf [maxInlineLayers]counterState
-	states, outs, next := statesBuf[:], outsBuf[:], nextBuf[:]
+	var curBuf [maxInlineLayers]layerState
+	states, outs, next, cur := statesBuf[:], outsBuf[:], nextBuf[:], curBuf[:]
 	if len(ps) > maxInlineLayers {
 		states, outs, next = make([]*limitState, len(ps)), make([]layerOut, len(ps)), make([]counterState, len(ps))
+		cur = make([]layerState, len(ps))
 	}
 
 	// The clock is read before the lock, which then guards nothing but the
 	// state itself.
 	now := s.clock()
+	anchor := anchorMicros(req.Anchor)
 	sh, h := s.locate(req.Subject)
 	var sub *subjectState
 	for {
@@ -438,7 +435,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 			if strings.ContainsAny(req.Key, "{}") {
 				return fmt.Errorf("%w: key %q contains a brace", ErrInvalidRequest, req.Key)
 			}
-			if !consume || (!s.usage && !admitsFresh(ps, now)) {
+			if !consume || (!s.usage && !admitsFresh(ps, now, anchor)) {
 				// Nothing to read, and nothing to write: a peek, or a
 				// request that even fresh state rejects (its cost exceeds a
 				// limit), which with usage off records nothing.
@@ -470,20 +467,25 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		}
 		st := sub.find(key, req.Limits[i].Name, p, scopeOf(&req, i))
 		states[i] = st
-		evaluate(st, p, now, consume, &next[i], &outs[i])
-		allowed = allowed && outs[i].allowed
+		cur[i].of(st, p, now)
+		evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
+		allowed = allowed && (outs[i].allowed || p.shadow)
 	}
 	if consume {
 		if allowed {
-			sub.commit(&req, ps, keys, states, next, now)
+			// A shadow layer over its limit keeps its rescaled state as
+			// after a rejection; before commit, which may move the states.
+			sub.keepRescaled(&req, ps, keys, states, cur, outs)
+			sub.commit(&req, ps, keys, states, next, outs, now)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
 			for i := range ps {
 				if outs[i].allowed {
-					evaluate(states[i], &ps[i], now, false, nil, &outs[i])
+					evaluate(&cur[i], &ps[i], now, anchor, false, nil, &outs[i])
 				}
 			}
+			sub.keepRescaled(&req, ps, keys, states, cur, nil)
 		}
 		if s.usage {
 			sub.recordUsage(req.Route, now/int64(time.Second/time.Microsecond), allowed)
@@ -533,11 +535,12 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 // admitsFresh reports whether a subject with no state would be admitted by
 // every limit. Fresh state is the most a subject can have left, so a request
 // it rejects is rejected whatever state another request creates meanwhile.
-func admitsFresh(ps []params, now int64) bool {
+func admitsFresh(ps []params, now, anchor int64) bool {
 	var out layerOut
+	var none layerState
 	for i := range ps {
-		evaluate(nil, &ps[i], now, false, nil, &out)
-		if !out.allowed {
+		evaluate(&none, &ps[i], now, anchor, false, nil, &out)
+		if !out.allowed && !ps[i].shadow {
 			return false
 		}
 	}
@@ -550,13 +553,21 @@ func admitsFresh(ps []params, now int64) bool {
 // limit state that no longer matters (a limit renamed or removed from the
 // plan) before adding any, so a subject holds no more states than it has
 // live limits.
-func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, states []*limitState, next []counterState, now int64) {
+func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, states []*limitState, next []counterState, outs []layerOut, now int64) {
 	fresh := false
 	for i := range ps {
 		st := states[i]
+		if !outs[i].allowed {
+			// A shadow limit over its limit lets the request pass and
+			// consumes nothing, as if it had rejected.
+			continue
+		}
 		if st == nil {
 			fresh = true
 			continue
+		}
+		if key := keyOf(keys, i); st.key != key {
+			st.refigure(key, &req.Limits[i], &ps[i])
 		}
 		st.consume(&ps[i], &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
@@ -568,7 +579,7 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 	// not used past this point.
 	sub.dropStale(now)
 	for i := range ps {
-		if states[i] != nil {
+		if states[i] != nil || !outs[i].allowed {
 			continue
 		}
 		p := &ps[i]
@@ -582,6 +593,29 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 		st := &sub.limits[len(sub.limits)-1]
 		st.consume(p, &next[i], now)
 		sub.expires = max(sub.expires, st.expires)
+	}
+}
+
+// keepRescaled stores, after a rejection, the states a decision rescaled to
+// new figures (see rescale): a rejection consumes nothing, but the moment a
+// state is rescaled is the first decision after the edit, as in Redis, not
+// each one until a request is admitted.
+// With outs set, only the layers that rejected are kept (the others are
+// about to be written by commit).
+func (sub *subjectState) keepRescaled(req *Request, ps []params, keys []limitKey, states []*limitState, cur []layerState, outs []layerOut) {
+	for i := range ps {
+		st, p := states[i], &ps[i]
+		if st == nil || st.key.figures == figuresOf(p) || (outs != nil && outs[i].allowed) {
+			continue
+		}
+		st.refigure(keyOf(keys, i), &req.Limits[i], p)
+		if c := cur[i].state(); p.kind != kindSlidingLog && c != nil {
+			st.counter = *c
+			if st.counter.has {
+				st.expires = max(st.expires, st.counter.expiresAt(p))
+				sub.expires = max(sub.expires, st.expires)
+			}
+		}
 	}
 }
 
@@ -617,16 +651,84 @@ func (sub *subjectState) dropStale(now int64) {
 	sub.limits = kept
 }
 
-// evaluate runs one layer's algorithm over its stored state (st may be nil)
-// into out; when commit is true and the layer admits, a counter layer's
-// consumed state goes to next. Results are written through pointers rather
-// than returned: copying a returned struct that was just stored field by
-// field stalls store-to-load forwarding on the hot path.
-func evaluate(st *limitState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
+// keyOf is layer i's key in a cached limit set, or nil.
+func keyOf(keys []limitKey, i int) *limitKey {
+	if keys == nil {
+		return nil
+	}
+	return &keys[i]
+}
+
+// refigure makes st the state of the limit l, with params p, before an
+// admitted request writes it: the state it holds was rescaled for the
+// decision (see layerState.of), so only the figures it is stored under change,
+// and what another algorithm left is dropped.
+func (st *limitState) refigure(key *limitKey, l *Limit, p *params) {
+	f := figuresOf(p)
+	if st.key.figures == f {
+		if key != nil {
+			st.key = key // only the pointer was another set's
+		}
+		return
+	}
+	if st.key.kind != p.kind {
+		st.counter, st.log = counterState{}, logRing{}
+	}
+	if key == nil {
+		key = &limitKey{name: l.Name, figures: f}
+	}
+	st.key = key
+}
+
+// layerState is what a layer decides over: its stored counter, or that
+// counter rescaled (scaled, when rescaled is set) because the limit's figures
+// changed since it was written, or its sliding log; nil pointers when it has
+// none. It holds no pointer to itself, which would move every decision's
+// scratch space to the heap.
+type layerState struct {
+	counter  *counterState
+	log      *logRing
+	scaled   counterState
+	rescaled bool
+}
+
+// state is the counter state the layer decides over, or nil.
+func (ls *layerState) state() *counterState {
+	if ls.rescaled {
+		return &ls.scaled
+	}
+	return ls.counter
+}
+
+// of points ls at st's state as a state of p at now (st may be nil).
+func (ls *layerState) of(st *limitState, p *params, now int64) {
+	ls.counter, ls.log, ls.rescaled = nil, nil, false
+	if st == nil {
+		return
+	}
+	f := figuresOf(p)
+	switch {
+	case st.key.figures == f:
+		ls.counter, ls.log = &st.counter, &st.log
+	case st.key.kind != p.kind:
+		// another algorithm's state means nothing to this one
+	case p.kind == kindSlidingLog:
+		ls.log = &st.log // logged times mean the same under any window
+	default:
+		ls.scaled, ls.rescaled = rescale(st.counter, st.key.figures, p, now), true
+	}
+}
+
+// evaluate runs one layer's algorithm over its state into out; when commit
+// is true and the layer admits, a counter layer's consumed state goes to
+// next. Results are written through pointers rather than returned: copying a
+// returned struct that was just stored field by field stalls store-to-load
+// forwarding on the hot path.
+func evaluate(ls *layerState, p *params, now, anchor int64, commit bool, next *counterState, out *layerOut) {
 	var none counterState
 	c := &none
-	if st != nil {
-		c = &st.counter
+	if s := ls.state(); s != nil {
+		c = s
 	}
 	switch p.kind {
 	case kindTokenBucket:
@@ -637,18 +739,17 @@ func evaluate(st *limitState, p *params, now int64, commit bool, next *counterSt
 		evalSlidingCounter(c, p, now, commit, next, out)
 	case kindLeakyBucket:
 		evalLeakyBucket(c, p, now, commit, next, out)
+	case kindQuota:
+		evalQuota(c, p, now, anchor, commit, next, out)
 	default:
-		var r *logRing
-		if st != nil {
-			r = &st.log
-		}
-		evalSlidingLog(r, p, now, commit, out)
+		evalSlidingLog(ls.log, p, now, commit, out)
 	}
 }
 
-// find returns the state of the limit named name with params p in scope,
-// or nil; key is the limit's key in a cached limit set, or nil. A state found
-// by value takes key, so that the next search compares pointers only.
+// find returns the state of the limit named name in scope, or nil, whatever
+// figures it was written under; key is the limit's key in a cached limit
+// set, or nil. A state found by value under the same figures takes key, so
+// that the next search compares pointers only.
 func (sub *subjectState) find(key *limitKey, name string, p *params, scope string) *limitState {
 	if sub == nil {
 		return nil
@@ -664,8 +765,8 @@ func (sub *subjectState) find(key *limitKey, name string, p *params, scope strin
 			}
 			continue
 		}
-		if inScope && st.key.matches(name, p) {
-			if key != nil {
+		if inScope && st.key.name == name {
+			if key != nil && st.key.figures == figuresOf(p) {
 				st.key = key
 			}
 			return st
@@ -822,6 +923,7 @@ func (c *limitSetCache) compile(limits []Limit, buf []params) (ps []params, keys
 // a snapshot's limits share them.
 func sameLimit(a, b *Limit) bool {
 	return a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Cost == b.Cost && a.PerKey == b.PerKey &&
+		a.Period == b.Period &&
 		sameString(a.Name, b.Name) && sameString(string(a.Algorithm), string(b.Algorithm)) &&
 		sameString(string(a.Mode), string(b.Mode))
 }

@@ -110,7 +110,7 @@ func TestMemoryStoreAllowIntoAllocatesNothing(t *testing.T) {
 	for _, alg := range Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			store := NewMemoryStore(MemoryOptions{})
-			req := Request{Subject: "key:hot", Route: "GET /x", Limits: []Limit{{Name: "l", Algorithm: alg, Limit: 1 << 40, Window: time.Hour}}}
+			req := Request{Subject: "key:hot", Route: "GET /x", Limits: []Limit{{Name: "l", Algorithm: alg, Limit: 1 << 40, Window: time.Hour, Period: PeriodMonth}}}
 			layers := make([]LayerResult, 0, 1)
 			ctx := context.Background()
 			// Warm up: the subject, its series and its log exist.
@@ -226,72 +226,6 @@ func TestStoresCountUsage(t *testing.T) {
 	}
 }
 
-func TestStoresStartAfreshWhenAWindowChanges(t *testing.T) {
-	// A plan edit keeps a limit's name but changes its window: the stored
-	// window index then belongs to another window size and must not be
-	// mistaken for a window the clock has not reached yet.
-	for _, alg := range []Algorithm{FixedWindow, SlidingWindowCounter} {
-		for _, kind := range storeKinds() {
-			t.Run(string(alg)+"/"+kind.name, func(t *testing.T) {
-				clock := newFakeClock()
-				clock.Set(epoch.Add(30 * time.Minute))
-				store := kind.new(t, clock)
-				ctx := context.Background()
-				for _, window := range []time.Duration{time.Second, time.Hour, time.Second} {
-					req := Request{Subject: "key:1", Limits: []Limit{{Name: "l", Algorithm: alg, Limit: 1, Window: window}}}
-					d, err := store.Allow(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !d.Allowed {
-						t.Errorf("first request under a %s window rejected: %+v", window, d.Layers[0])
-					}
-					clock.Set(clock.Now().Add(2 * time.Second))
-				}
-			})
-		}
-	}
-}
-
-func TestBucketsStartFullWhenTheirFiguresChange(t *testing.T) {
-	// Ten requests empty a bucket of 10 per hour, leaving it full again only
-	// an hour later; edited to 10 per second, the limit is new state: the
-	// bucket must not owe the old rate's hour.
-	cases := []struct {
-		name          string
-		alg           Algorithm
-		burst         int64
-		wantRemaining int64
-	}{
-		{"TokenBucket", TokenBucket, 10, 9},
-		{"LeakyBucket", LeakyBucket, 9, 9},
-	}
-	for _, tc := range cases {
-		for _, kind := range storeKinds() {
-			t.Run(tc.name+"/"+kind.name, func(t *testing.T) {
-				store := kind.new(t, newFakeClock())
-				ctx := context.Background()
-				slow := Limit{Name: "l", Algorithm: tc.alg, Limit: 10, Window: time.Hour, Burst: tc.burst}
-				for i := 0; i <= 10; i++ {
-					d, err := store.Allow(ctx, Request{Subject: "key:1", Limits: []Limit{slow}})
-					if err != nil || d.Allowed != (i < 10) {
-						t.Fatalf("request %d: %+v, %v; want admitted=%v", i, d, err, i < 10)
-					}
-				}
-				fast := slow
-				fast.Window = time.Second
-				d, err := store.Allow(ctx, Request{Subject: "key:1", Limits: []Limit{fast}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !d.Allowed || d.Layers[0].Remaining != tc.wantRemaining {
-					t.Errorf("after the edit: Allowed=%v Remaining=%d, want admitted with %d", d.Allowed, d.Layers[0].Remaining, tc.wantRemaining)
-				}
-			})
-		}
-	}
-}
-
 func TestMemoryStoreSeesALimitSliceEditedInPlace(t *testing.T) {
 	// The store caches a slice's validation by its address; an edit in
 	// place must still be decided by the new figures.
@@ -304,8 +238,8 @@ func TestMemoryStoreSeesALimitSliceEditedInPlace(t *testing.T) {
 	}{
 		// 1 of 5 spent: a cost of 5 no longer fits.
 		{name: "RaisedCostRejects", edit: func(l *Limit) { l.Cost = 5 }, wantAllowed: false, wantRemaining: 4},
-		// Another limit is another state, starting afresh.
-		{name: "RaisedLimitStartsAfresh", edit: func(l *Limit) { l.Limit = 10 }, wantAllowed: true, wantRemaining: 9},
+		// The same state under a higher limit: the one spent still counts.
+		{name: "RaisedLimitKeepsWhatWasSpent", edit: func(l *Limit) { l.Limit = 10 }, wantAllowed: true, wantRemaining: 8},
 		{name: "BrokenLimitIsRefused", edit: func(l *Limit) { l.Window = 0 }, wantErr: true},
 	}
 	for _, tc := range cases {

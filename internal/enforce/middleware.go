@@ -29,8 +29,9 @@ type MiddlewareOptions struct {
 	// Logger receives store failures and resolver errors; never a key.
 	Logger *slog.Logger
 	// Registerer, when set, receives the middleware's metrics:
-	// sluice_enforce_requests_total{route,plan,outcome} and
-	// sluice_enforce_decision_seconds{route}.
+	// sluice_enforce_requests_total{route,plan,outcome},
+	// sluice_enforce_decision_seconds{route} and
+	// sluice_shadow_rejections_total{plan,tier}.
 	Registerer prometheus.Registerer
 	// FailureMode says what a request gets when the store returns an error
 	// (ErrStoreUnavailable): FailOpen admits it and marks the response with
@@ -45,6 +46,24 @@ type MiddlewareOptions struct {
 	MaxQueueWait time.Duration
 	// Now is the clock used for X-RateLimit-Reset (nil means time.Now).
 	Now func() time.Time
+	// Shadow, when set, receives every request a shadow limit would have
+	// rejected (besides sluice_shadow_rejections_total{plan,tier}), so a
+	// dashboard can say who would have been rejected. It is called on the
+	// request path and must not block.
+	Shadow ShadowRecorder
+}
+
+// ShadowRecorder is told of each request a shadow limit (ModeShadow) would
+// have rejected.
+type ShadowRecorder interface {
+	RecordShadow(ShadowRejection)
+}
+
+// ShadowRejection is one request a shadow limit would have rejected.
+type ShadowRejection struct {
+	Plan, Tier   string // the caller's plan and the shadow limit's name
+	Subject, Key string // the caller's subject and key ("" if anonymous)
+	At           time.Time
 }
 
 // Middleware enforces each caller's limits on the routes it wraps. One
@@ -67,6 +86,7 @@ type Middleware struct {
 	epoch   time.Time
 	routes  routeLimitsCache
 	metrics *middlewareMetrics
+	shadow  ShadowRecorder
 }
 
 // layersAllower is a Store that can write a decision's layers into a slice
@@ -89,6 +109,7 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 		now:      opts.Now,
 		epoch:    time.Now(),
 		metrics:  newMiddlewareMetrics(opts.Registerer),
+		shadow:   opts.Shadow,
 	}
 	m.into, _ = store.(layersAllower)
 	_, m.stamped = store.(*MemoryStore)
@@ -187,7 +208,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		before = m.now()
 	}
 	start := time.Since(m.epoch)
-	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits}, st)
+	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}, st)
 	m.metrics.observe(route, time.Since(m.epoch)-start)
 	if err != nil {
 		m.storeFailed(w, r, next, st, route, err)
@@ -198,6 +219,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		// The store decided other figures (a FailoverStore's local
 		// fallback divides each limit by the instance count).
 		policy = ""
+	}
+	if hasShadow(limits) {
+		// Shadow layers are decided with the others but never shown:
+		// count what they would have rejected, then hide them.
+		m.countShadow(caller, d)
+		d = d.Visible()
 	}
 	writeLimitHeaders(h, d, m.decidedAt(d, before), policy, &st.headers)
 	if d.Local {
@@ -241,6 +268,25 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		m.metrics.count(route, caller.Plan, "admitted")
 	}
 	next.ServeHTTP(w, st.attach(r))
+}
+
+// countShadow counts, per plan and tier, the requests d's shadow layers
+// would have rejected, and hands each to the ShadowRecorder, if any.
+func (m *Middleware) countShadow(caller Caller, d Decision) {
+	for i := range d.Layers {
+		l := &d.Layers[i]
+		if l.Limit.Mode != ModeShadow || l.Allowed {
+			continue
+		}
+		m.metrics.countShadow(caller.Plan, l.Limit.Name)
+		if m.shadow != nil {
+			at := d.At
+			if at.IsZero() {
+				at = m.now()
+			}
+			m.shadow.RecordShadow(ShadowRejection{Plan: caller.Plan, Tier: l.Limit.Name, Subject: caller.Subject, Key: caller.Key, At: at})
+		}
+	}
 }
 
 // allow decides req, into st's own layers when the store can.
@@ -420,7 +466,11 @@ func (c *routeLimitsCache) applicable(limits []Limit, route string) ([]Limit, st
 		slot.seen.Store(first)
 		return out, ""
 	}
-	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, policy: string(appendPolicy(nil, out))})
+	policy := string(appendPolicy(nil, out))
+	if hasQuota(out) {
+		policy = "" // a quota's w is its subject's current period: per decision
+	}
+	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, policy: policy})
 	return out, ""
 }
 

@@ -14,6 +14,7 @@ import (
 type middlewareMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	shadow   *prometheus.CounterVec
 	// counters (counterKey -> prometheus.Counter) and observers (route ->
 	// prometheus.Observer) remember the series already looked up:
 	// WithLabelValues hashes and checks every label on every call, which
@@ -38,10 +39,15 @@ func newMiddlewareMetrics(reg prometheus.Registerer) *middlewareMetrics {
 			// (sub-millisecond) otherwise; the top buckets catch timeouts.
 			Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
 		}, []string{"route"}),
+		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_shadow_rejections_total",
+			Help: "Requests a shadow tier (mode shadow, never enforced) would have rejected, by plan and tier.",
+		}, []string{"plan", "tier"}),
 	}
 	if reg != nil {
 		m.requests = registerOrReuse(reg, m.requests)
 		m.latency = registerOrReuse(reg, m.latency)
+		m.shadow = registerOrReuse(reg, m.shadow)
 	}
 	return m
 }
@@ -72,6 +78,12 @@ func (m *middlewareMetrics) count(route, plan, outcome string) {
 	c := m.requests.WithLabelValues(route, plan, outcome)
 	m.counters.Store(key, c)
 	c.Inc()
+}
+
+// countShadow counts a would-be rejection; rare enough (shadow tiers only)
+// to look the series up each time.
+func (m *middlewareMetrics) countShadow(plan, tier string) {
+	m.shadow.WithLabelValues(plan, tier).Inc()
 }
 
 func (m *middlewareMetrics) observe(route string, d time.Duration) {

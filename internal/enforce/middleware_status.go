@@ -22,10 +22,13 @@ type LimitStatus struct {
 	Algorithm Algorithm `json:"algorithm"`
 	Mode      Mode      `json:"mode"`
 	// Limit units of cost per WindowSeconds; Burst and Cost as configured.
-	Limit         int64 `json:"limit"`
-	WindowSeconds int64 `json:"window_seconds"`
-	Burst         int64 `json:"burst"`
-	Cost          int64 `json:"cost"`
+	// For a quota, WindowSeconds is the current period's length and Period
+	// names it (day, month or year); Reset is then the renewal.
+	Limit         int64  `json:"limit"`
+	WindowSeconds int64  `json:"window_seconds"`
+	Period        Period `json:"period,omitempty"`
+	Burst         int64  `json:"burst"`
+	Cost          int64  `json:"cost"`
 	// Remaining units right now, consuming nothing to find out.
 	Remaining int64 `json:"remaining"`
 	// Reset is the unix time (seconds) when the limit is fully available
@@ -57,7 +60,7 @@ func (m *Middleware) StatusHandler() http.Handler {
 		if !m.stamped {
 			before = m.now()
 		}
-		d, err := m.store.Peek(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: r.Pattern, Limits: caller.Limits})
+		d, err := m.store.Peek(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: r.Pattern, Limits: caller.Limits, Anchor: caller.Anchor})
 		if err != nil {
 			m.log.WarnContext(r.Context(), "rate-limit status peek failed", "err", err)
 			w.Header().Set("Retry-After", "1")
@@ -65,6 +68,7 @@ func (m *Middleware) StatusHandler() http.Handler {
 				"Rate-limit state cannot be read right now; retry shortly.")
 			return
 		}
+		d = d.Visible()
 		at := m.decidedAt(d, before)
 		writeLimitHeaders(w.Header(), d, at, "", new([limitHeaderCount]string))
 		for _, l := range d.Layers {
@@ -74,7 +78,8 @@ func (m *Middleware) StatusHandler() http.Handler {
 				Algorithm:         l.Limit.Algorithm,
 				Mode:              modeOrDefault(l.Limit.Mode),
 				Limit:             l.Limit.Limit,
-				WindowSeconds:     max(ceilSeconds(l.Limit.Window), 1),
+				WindowSeconds:     max(ceilSeconds(max(l.Limit.Window, l.Period)), 1),
+				Period:            l.Limit.Period,
 				Burst:             l.Limit.Burst,
 				Cost:              max(l.Limit.Cost, 1),
 				Remaining:         max(l.Remaining, 0),

@@ -107,10 +107,14 @@ type RedisOptions struct {
 // Keys: every limit but the sliding log keeps its state in fields of one
 // hash per subject, <prefix>{<subject>}, so a decision reads all of them
 // with one HMGET and writes them with one HSET whatever the layer count. A
-// field is named <limit name>:<algorithm code>:<window µs>:<limit>[:<burst>]
-// (the burst for the buckets only), so editing a limit's figures starts
-// fresh state; a PerKey limit's field is prefixed with the request's key,
-// <key>|<field>, in the same hash; the hash's TTL runs a window past its latest state's expiry.
+// limit's fields are named by the limit alone (<name>, <name>+, <name>-),
+// beside <name># holding the figures they were written under
+// (<algorithm code>:<window µs>:<limit>:<burst>), so a limit edited in place
+// keeps one set of fields, rescaled by the script at the next request (see
+// rescale), and one switched to another algorithm drops the fields it no
+// longer uses; a PerKey limit's fields are prefixed with the request's key,
+// <key>|<name>, in the same hash; the hash's TTL runs a window past its
+// latest state's expiry.
 // A sliding log is the sorted set <prefix>{<subject>}:<field> and its
 // metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>,
 // for at most UsageTopSubjects unkeyed subjects a bucket (the rest are
@@ -389,6 +393,10 @@ func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, laye
 	for i, l := range req.Limits {
 		r := reply[3+4*i:]
 		d.Layers[i] = layerOut{allowed: r[0] == 1, remaining: r[1], reset: r[2], retry: r[3]}.result(l)
+		if l.Algorithm == Quota {
+			s, e := periodBounds(periodCode(l.Period), reply[2], anchorMicros(req.Anchor))
+			d.Layers[i].Period = micros(e - s)
+		}
 	}
 	if consume && s.usage {
 		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed, req.Key != "")
@@ -502,6 +510,9 @@ func (s *RedisStore) prepare(req Request, consume bool, clock time.Time) (*redis
 		if req.Limits[i].PerKey && req.Key != "" {
 			la = la.scoped(req.Key)
 		}
+		if la.kind == kindQuota && !req.Anchor.IsZero() {
+			la = la.anchored(req.Anchor.UnixMicro())
+		}
 		if la.kind == kindSlidingLog {
 			k := tag + ":" + la.field
 			keys = append(keys, k, k+":m")
@@ -518,7 +529,9 @@ func (s *RedisStore) prepare(req Request, consume bool, clock time.Time) (*redis
 type limitArgs struct {
 	kind  algKind
 	field string
-	args  [6]any
+	// args are the script's eight arguments of the limit: field, code,
+	// limit, window, burst, cost, figures, shadow (1 or 0).
+	args [8]any
 }
 
 // scoped returns la for the state of one key inside the subject: the same
@@ -529,6 +542,15 @@ func (la *limitArgs) scoped(key string) *limitArgs {
 	out := &limitArgs{kind: la.kind, field: field, args: la.args}
 	out.args[0] = field
 	return out
+}
+
+// anchored returns la for a subject anchored at anchor (µs): a quota's
+// burst argument carries the anchor, so one script call decides subjects of
+// different anchors, and identical requests of one subject still coalesce.
+func (la *limitArgs) anchored(anchor int64) *limitArgs {
+	out := *la
+	out.args[4] = anchor
+	return &out
 }
 
 // maxCachedLimits bounds the store's cache of limitArgs; past it (a plan
@@ -550,22 +572,18 @@ func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The figures that give the state its meaning are part of its name,
-	// so a plan edit starts a fresh state and the old one expires.
+	// The state is named by the limit, and the figures that give it its
+	// meaning are stored beside it, so an edit rescales it (see rescale).
+	field := l.Name
 	var buf [80]byte
-	b := append(buf[:0], l.Name...)
-	b = append(b, ':')
-	b = append(b, p.kind.code()...)
+	b := append(buf[:0], p.code()...)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.window, 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, p.limit, 10)
-	if p.kind == kindTokenBucket || p.kind == kindLeakyBucket {
-		b = append(b, ':')
-		b = strconv.AppendInt(b, p.burst, 10)
-	}
-	field := string(b)
-	la := &limitArgs{kind: p.kind, field: field, args: [6]any{field, codeArg(p.kind, p.queue), p.limit, p.window, p.burst, p.cost}}
+	b = append(b, ':')
+	b = strconv.AppendInt(b, p.burst, 10)
+	la := &limitArgs{kind: p.kind, field: field, args: [8]any{field, codeArg(&p), p.limit, p.window, p.burst, p.cost, string(b), shadowArg(p.shadow)}}
 	// A miss copies the map: limits change with plans, rarely, while every
 	// decision reads them.
 	s.argsMu.Lock()
@@ -583,11 +601,21 @@ func (s *RedisStore) limitArgs(l *Limit) (*limitArgs, error) {
 	return la, nil
 }
 
+// shadowArg is the script's shadow flag.
+func shadowArg(shadow bool) int64 {
+	if shadow {
+		return 1
+	}
+	return 0
+}
+
 // codeArg is kind's script code as an argument, boxed without allocating;
 // a leaky bucket in queue mode is "lq", so the script knows to report its
 // wait as the request's delay.
-func codeArg(k algKind, queue bool) any {
-	switch k {
+func codeArg(p *params) any {
+	switch p.kind {
+	case kindQuota:
+		return p.period
 	case kindFixedWindow:
 		return codeFixedWindow
 	case kindSlidingLog:
@@ -597,7 +625,7 @@ func codeArg(k algKind, queue bool) any {
 	case kindTokenBucket:
 		return codeTokenBucket
 	}
-	if queue {
+	if p.queue {
 		return "lq"
 	}
 	return codeLeakyBucket
@@ -636,7 +664,8 @@ func (s *RedisStore) do(ctx context.Context, call *redisCall) error {
 	case <-timer.C:
 		s.putCall(call)
 		// Stuck behind the batches in flight: their failure, not a new one.
-		return &batchError{batch: s.batches.Load(), err: fmt.Errorf("%w: no pipeline free within %s", ErrStoreUnavailable, s.timeout)}
+		// A timeout like the others: the breaker names the reason by it.
+		return &batchError{batch: s.batches.Load(), err: fmt.Errorf("%w: no pipeline free within %s: %w", ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)}
 	case <-ctx.Done():
 		s.putCall(call)
 		return ctx.Err()
@@ -858,7 +887,7 @@ func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall,
 }
 
 // evalSha queues (or, on a client, runs) one script call deciding reqs, all
-// of one clock: each distinct limit's six arguments once, then each request
+// of one clock: each distinct limit's eight arguments once, then each request
 // as its mode, its limit count and its limits' numbers in that list, so a
 // batch of one plan's requests sends Redis three arguments a request rather
 // than eight. The command copies w's scratch slices, so they are reused.

@@ -428,7 +428,7 @@ func TestCoalesceGroupsIdenticalAllowCalls(t *testing.T) {
 	limits := map[string]*limitArgs{}
 	call := func(mode, subject, field string) *redisCall {
 		if limits[field] == nil {
-			limits[field] = &limitArgs{kind: kindFixedWindow, field: field, args: [6]any{field, codeFixedWindow, int64(10), int64(60e6), int64(0), int64(1)}}
+			limits[field] = &limitArgs{kind: kindFixedWindow, field: field, args: [8]any{field, codeFixedWindow, int64(10), int64(60e6), int64(0), int64(1), "fw:60000000:10:0", int64(0)}}
 		}
 		return &redisCall{keys: []string{"t:{" + subject + "}"}, mode: mode, limits: []*limitArgs{limits[field]}}
 	}

@@ -92,9 +92,12 @@ type wantLayer struct {
 
 // step is one request of a case, at an offset from epoch.
 type step struct {
-	at      time.Duration
-	peek    bool
-	cost    int64 // overrides every limit's Cost when set
+	at   time.Duration
+	peek bool
+	cost int64 // overrides every limit's Cost when set
+	// edit replaces the case's limits from this step on, as a plan edit
+	// replaces a tier in place (same names).
+	edit    []Limit
 	allowed bool
 	delay   time.Duration
 	layers  []wantLayer
@@ -146,6 +149,9 @@ func storeCases() []storeCase {
 	big := Limit{Name: "big", Algorithm: TokenBucket, Limit: 10, Window: 10 * time.Second}
 	tbCost := Limit{Name: "cost", Algorithm: TokenBucket, Limit: 10, Window: time.Second, Cost: 4}
 	fwCost := Limit{Name: "fwcost", Algorithm: FixedWindow, Limit: 10, Window: time.Minute, Cost: 3}
+	shadowFW := Limit{Name: "dark", Algorithm: FixedWindow, Limit: 1, Window: 10 * time.Second, Mode: ModeShadow}
+	enforced := Limit{Name: "lit", Algorithm: FixedWindow, Limit: 2, Window: 10 * time.Second}
+	shadowTB := Limit{Name: "darktb", Algorithm: TokenBucket, Limit: 2, Window: time.Second, Burst: 1, Mode: ModeShadow}
 	var seedResets []time.Duration
 	for i := 1; i <= 10; i++ {
 		seedResets = append(seedResets, time.Duration(i)*500*ms)
@@ -265,6 +271,30 @@ func storeCases() []storeCase {
 			},
 		},
 		{
+			// Limit 1 in the dark: never rejects, and consumes only what
+			// it admits, so it reports every request past the first.
+			name:   "ShadowLimitNeverRejects",
+			limits: []Limit{shadowFW},
+			steps: []step{
+				{at: 0, allowed: true, layers: []wantLayer{{true, 0, 10 * time.Second, 0}}},
+				{at: 0, allowed: true, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}}},
+				{at: 5 * time.Second, allowed: true, layers: []wantLayer{{false, 0, 5 * time.Second, 5 * time.Second}}},
+				{at: 10 * time.Second, allowed: true, layers: []wantLayer{{true, 0, 10 * time.Second, 0}}},
+			},
+		},
+		{
+			// Beside an enforced limit: the enforced one alone decides, and
+			// a request it rejects consumes nothing from the shadow one.
+			name:   "ShadowBesideAnEnforcedLimit",
+			limits: []Limit{enforced, shadowTB},
+			steps: []step{
+				{at: 0, allowed: true, layers: []wantLayer{{true, 1, 10 * time.Second, 0}, {true, 0, 500 * ms, 0}}},
+				{at: 0, allowed: true, layers: []wantLayer{{true, 0, 10 * time.Second, 0}, {false, 0, 500 * ms, 500 * ms}}},
+				{at: 500 * ms, layers: []wantLayer{{false, 0, 9500 * ms, 9500 * ms}, {true, 1, 0, 0}}},
+				{at: 10 * time.Second, allowed: true, layers: []wantLayer{{true, 1, 10 * time.Second, 0}, {true, 0, 500 * ms, 0}}},
+			},
+		},
+		{
 			name:   "PeekConsumesNothing",
 			limits: []Limit{tb},
 			steps: []step{
@@ -293,9 +323,18 @@ func TestStoresAgreeOnEveryAlgorithm(t *testing.T) {
 
 func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limits []Limit, steps []step) {
 	t.Helper()
+	runAnchoredSteps(t, store, clock, subject, time.Time{}, limits, steps)
+}
+
+// runAnchoredSteps is runSteps for a subject whose quotas renew at anchor.
+func runAnchoredSteps(t *testing.T, store Store, clock *fakeClock, subject string, anchor time.Time, limits []Limit, steps []step) {
+	t.Helper()
 	ctx := context.Background()
 	for i, st := range steps {
 		clock.Set(epoch.Add(st.at))
+		if st.edit != nil {
+			limits = st.edit
+		}
 		ls := limits
 		if st.cost != 0 {
 			ls = make([]Limit, len(limits))
@@ -304,7 +343,7 @@ func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limit
 				ls[j] = l
 			}
 		}
-		req := Request{Subject: subject, Route: "GET /test", Limits: ls}
+		req := Request{Subject: subject, Route: "GET /test", Limits: ls, Anchor: anchor}
 		var d Decision
 		var err error
 		if st.peek {
@@ -327,6 +366,14 @@ func runSteps(t *testing.T, store Store, clock *fakeClock, subject string, limit
 		for j, w := range st.layers {
 			got := d.Layers[j]
 			want := LayerResult{Limit: ls[j], Allowed: w.allowed, Remaining: w.remaining, ResetAfter: w.reset, RetryAfter: w.retry}
+			if ls[j].Algorithm == Quota {
+				// The period's length is TestPeriodBounds's; here it must
+				// be there, and hold the reset.
+				if got.Period < got.ResetAfter || got.Period <= 0 {
+					t.Errorf("step %d layer %q: Period %s, want one holding the reset %s", i, ls[j].Name, got.Period, got.ResetAfter)
+				}
+				want.Period = got.Period
+			}
 			if got != want {
 				t.Errorf("step %d at %s layer %q:\n got Allowed=%v Remaining=%d ResetAfter=%s RetryAfter=%s\nwant Allowed=%v Remaining=%d ResetAfter=%s RetryAfter=%s",
 					i, st.at, ls[j].Name, got.Allowed, got.Remaining, got.ResetAfter, got.RetryAfter,

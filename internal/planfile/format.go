@@ -64,6 +64,9 @@ type Tier struct {
 	Burst         int64  `yaml:"burst" json:"burst"`
 	Cost          int64  `yaml:"cost" json:"cost"`
 	Mode          string `yaml:"mode" json:"mode"`
+	// Period is a quota's renewal period (day, month or year); empty, and
+	// left out, for the other algorithms.
+	Period string `yaml:"period,omitempty" json:"period,omitempty"`
 }
 
 // Input is the plan as the plans package validates and stores it.
@@ -80,7 +83,7 @@ func (p Plan) Input() plans.PlanInput {
 	for i, t := range p.Limits {
 		in.Limits[i] = plans.LimitInput{
 			Name: strings.TrimSpace(t.Name), Route: strings.TrimSpace(t.Route), Algorithm: t.Algorithm, Mode: t.Mode,
-			Limit: t.Limit, WindowSeconds: t.WindowSeconds, Burst: t.Burst, Cost: t.Cost,
+			Limit: t.Limit, WindowSeconds: t.WindowSeconds, Burst: t.Burst, Cost: t.Cost, Period: t.Period,
 		}
 		// The documented defaults, filled here so that a file that leaves
 		// them out and the export that writes them compare equal.
@@ -89,6 +92,9 @@ func (p Plan) Input() plans.PlanInput {
 		}
 		if in.Limits[i].Mode == "" {
 			in.Limits[i].Mode = "reject"
+		}
+		if in.Limits[i].Algorithm == "quota" && in.Limits[i].WindowSeconds == 0 {
+			in.Limits[i].WindowSeconds = 86400 // unused: a quota renews by its period, as plans stores it
 		}
 	}
 	return in
@@ -131,6 +137,7 @@ func FromState(ps []plans.Plan, ss []services.Service) File {
 			fp.Limits = append(fp.Limits, Tier{
 				Name: l.Name, Route: l.Route, Algorithm: string(l.Algorithm), Limit: l.Limit,
 				WindowSeconds: int64(l.Window / time.Second), Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode),
+				Period: string(l.Period),
 			})
 		}
 		f.Plans = append(f.Plans, fp)

@@ -58,7 +58,7 @@ func TestValidateBounds(t *testing.T) {
 // extremes are the largest limits Validate accepts, for each algorithm.
 func extremes() []plans.LimitInput {
 	var out []plans.LimitInput
-	for _, a := range enforce.Algorithms {
+	for _, a := range enforce.RateAlgorithms {
 		l := plans.LimitInput{Name: strings.ReplaceAll(string(a), "_", "-"), Algorithm: string(a), Mode: "reject",
 			Limit: plans.MaxLimit, WindowSeconds: plans.MaxWindowSeconds, Cost: plans.MaxCost}
 		if a == enforce.TokenBucket || a == enforce.LeakyBucket {

@@ -62,11 +62,14 @@ type Limit struct {
 	Algorithm enforce.Algorithm `json:"algorithm"`
 	Limit     int64             `json:"limit"`
 	// Window is serialised as window_seconds.
-	Window   time.Duration `json:"-"`
-	Burst    int64         `json:"burst"`
-	Cost     int64         `json:"cost"`
-	Mode     enforce.Mode  `json:"mode"`
-	Position int           `json:"position"`
+	Window time.Duration `json:"-"`
+	Burst  int64         `json:"burst"`
+	Cost   int64         `json:"cost"`
+	Mode   enforce.Mode  `json:"mode"`
+	// Period is a quota's renewal period (day, month or year), "" for the
+	// other algorithms.
+	Period   enforce.Period `json:"period"`
+	Position int            `json:"position"`
 }
 
 // MarshalJSON writes the window as whole seconds, the unit LimitInput takes,
@@ -110,6 +113,7 @@ func (l Limit) Enforce(planSlug string) enforce.Limit {
 		Burst:     l.Burst,
 		Cost:      l.Cost,
 		Mode:      l.Mode,
+		Period:    l.Period,
 		Route:     l.Route,
 		// A plan-wide limit binds the developer, all keys together; an
 		// endpoint tier counts per key.
@@ -128,6 +132,7 @@ func (l Limit) Input() LimitInput {
 		WindowSeconds: int64(l.Window / time.Second),
 		Burst:         l.Burst,
 		Cost:          l.Cost,
+		Period:        string(l.Period),
 	}
 }
 
@@ -172,6 +177,9 @@ type LimitInput struct {
 	WindowSeconds int64  `json:"window_seconds"`
 	Burst         int64  `json:"burst"`
 	Cost          int64  `json:"cost"`
+	// Period is a quota's renewal period: day, month or year; "" for the
+	// other algorithms. A quota ignores WindowSeconds (stored as a day).
+	Period string `json:"period,omitempty"`
 }
 
 // normalized fills the documented defaults.
@@ -184,6 +192,9 @@ func (in LimitInput) normalized() LimitInput {
 	}
 	in.Name = strings.TrimSpace(in.Name)
 	in.Route = strings.TrimSpace(in.Route)
+	if in.Algorithm == string(enforce.Quota) && in.WindowSeconds == 0 {
+		in.WindowSeconds = 86400 // unused: a quota renews by its period
+	}
 	return in
 }
 
@@ -210,6 +221,7 @@ func (in LimitInput) limit(id int64, position int) Limit {
 		Burst:     in.Burst,
 		Cost:      in.Cost,
 		Mode:      enforce.Mode(in.Mode),
+		Period:    enforce.Period(in.Period),
 		Position:  position,
 	}
 }

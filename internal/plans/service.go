@@ -78,7 +78,7 @@ const (
 SELECT id, slug, name, description, is_default, is_anonymous, is_public, version, created_at, updated_at
 FROM plans`
 	selectLimits = `
-SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position
+SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, period, position
 FROM plan_limits
 WHERE plan_id = ANY($1)
 ORDER BY plan_id, position, id`
@@ -96,6 +96,7 @@ type limitRow struct {
 	Burst      int64  `db:"burst"`
 	Cost       int64  `db:"cost"`
 	Mode       string `db:"mode"`
+	Period     string `db:"period"`
 	Position   int    `db:"position"`
 }
 
@@ -110,6 +111,7 @@ func (r limitRow) limit() Limit {
 		Burst:     r.Burst,
 		Cost:      r.Cost,
 		Mode:      enforce.Mode(r.Mode),
+		Period:    enforce.Period(r.Period),
 		Position:  r.Position,
 	}
 }
@@ -247,8 +249,8 @@ INSERT INTO plans (slug, name, description, is_default, is_anonymous, is_public)
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id`
 	insertLimit = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING id`
 )
 
@@ -296,7 +298,7 @@ func insertLimitRow(ctx context.Context, tx pgx.Tx, planID int64, l LimitInput, 
 	l = l.normalized()
 	var id int64
 	err := tx.QueryRow(ctx, insertLimit, planID, l.Name, l.Route, l.Algorithm, l.Limit,
-		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position).Scan(&id)
+		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position, l.Period).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert limit %q: %w", l.Name, mapWriteError(err))
 	}
@@ -311,12 +313,12 @@ SET slug = $2, name = $3, description = $4, is_default = $5, is_anonymous = $6, 
 WHERE id = $1`
 	deleteOtherLimits = `DELETE FROM plan_limits WHERE plan_id = $1 AND name <> ALL($2)`
 	upsertLimit       = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (plan_id, name) DO UPDATE
 SET route = EXCLUDED.route, algorithm = EXCLUDED.algorithm, limit_count = EXCLUDED.limit_count,
     window_ms = EXCLUDED.window_ms, burst = EXCLUDED.burst, cost = EXCLUDED.cost,
-    mode = EXCLUDED.mode, position = EXCLUDED.position`
+    mode = EXCLUDED.mode, position = EXCLUDED.position, period = EXCLUDED.period`
 	bumpPlan = `UPDATE plans SET version = version + 1, updated_at = now() WHERE id = $1`
 )
 
@@ -354,7 +356,7 @@ func (s *Service) Update(ctx context.Context, actor string, id int64, version in
 		}
 		for i, l := range in.Limits {
 			if _, err := tx.Exec(ctx, upsertLimit, id, l.Name, l.Route, l.Algorithm, l.Limit,
-				l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i); err != nil {
+				l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period); err != nil {
 				return fmt.Errorf("upsert limit %q: %w", l.Name, mapWriteError(err))
 			}
 		}
@@ -442,7 +444,8 @@ func (s *Service) AddLimit(ctx context.Context, actor string, planID int64, plan
 
 const updateLimit = `
 UPDATE plan_limits
-SET name = $3, route = $4, algorithm = $5, limit_count = $6, window_ms = $7, burst = $8, cost = $9, mode = $10
+SET name = $3, route = $4, algorithm = $5, limit_count = $6, window_ms = $7, burst = $8, cost = $9, mode = $10,
+    period = $11
 WHERE id = $2 AND plan_id = $1`
 
 // UpdateLimit replaces one tier of the plan, provided planVersion is current.
@@ -458,12 +461,40 @@ func (s *Service) UpdateLimit(ctx context.Context, actor string, planID int64, p
 			return err
 		}
 		if _, err := tx.Exec(ctx, updateLimit, planID, limitID, in.Name, in.Route, in.Algorithm, in.Limit,
-			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode); err != nil {
+			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode, in.Period); err != nil {
 			return fmt.Errorf("update limit: %w", mapWriteError(err))
 		}
 		before := p.Limits[i]
 		return audit.Record(ctx, tx, actor, "limit.update", audit.ObjectLimit, strconv.FormatInt(limitID, 10),
 			limitAudit(planID, before), limitAudit(planID, in.limit(limitID, before.Position)))
+	})
+}
+
+const promoteLimit = `UPDATE plan_limits SET mode = 'reject' WHERE id = $2 AND plan_id = $1`
+
+// PromoteLimit turns a shadow tier (mode shadow, tried in the dark) into an
+// enforced one (mode reject) with its figures and its counters as they are,
+// provided planVersion is current; audited as limit.promote.
+// Errors: *ValidationError (the tier is not a shadow tier), ErrNotFound (plan
+// or limit), ErrConflict.
+func (s *Service) PromoteLimit(ctx context.Context, actor string, planID int64, planVersion int, limitID int64) (Plan, error) {
+	return s.editLimits(ctx, planID, planVersion, func(tx pgx.Tx, p Plan) error {
+		i := slices.IndexFunc(p.Limits, func(l Limit) bool { return l.ID == limitID })
+		if i < 0 {
+			return fmt.Errorf("limit %d of plan %d: %w", limitID, planID, ErrNotFound)
+		}
+		before := p.Limits[i]
+		if before.Mode != enforce.ModeShadow {
+			return &ValidationError{Fields: []FieldError{{Field: "mode",
+				Message: fmt.Sprintf("only a shadow tier can be promoted; %q is in mode %s", before.Name, before.Mode)}}}
+		}
+		if _, err := tx.Exec(ctx, promoteLimit, planID, limitID); err != nil {
+			return fmt.Errorf("promote limit: %w", mapWriteError(err))
+		}
+		after := before
+		after.Mode = enforce.ModeReject
+		return audit.Record(ctx, tx, actor, "limit.promote", audit.ObjectLimit, strconv.FormatInt(limitID, 10),
+			limitAudit(planID, before), limitAudit(planID, after))
 	})
 }
 
@@ -541,7 +572,8 @@ func (s *Service) validateTier(ctx context.Context, in LimitInput, others []Limi
 		if o.Name == in.Name {
 			errs = append(errs, FieldError{Field: "name", Message: fmt.Sprintf("the plan already has a limit named %q", in.Name)})
 		}
-		if o.Route == in.Route && string(o.Algorithm) == in.Algorithm && int64(o.Window/time.Second) == in.WindowSeconds {
+		if o.Route == in.Route && string(o.Algorithm) == in.Algorithm && int64(o.Window/time.Second) == in.WindowSeconds &&
+			string(o.Period) == in.Period {
 			errs = append(errs, FieldError{Field: "route", Message: fmt.Sprintf("duplicates limit %q: same route, algorithm and window", o.Name)})
 		}
 	}

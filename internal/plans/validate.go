@@ -153,9 +153,15 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 	mode := enforce.Mode(l.Mode)
 	switch {
 	case !mode.Valid():
-		add("mode", "unknown mode %q: must be reject, queue or degrade", l.Mode)
+		add("mode", "unknown mode %q: must be reject, queue, degrade or shadow", l.Mode)
 	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket:
 		add("mode", "queue mode needs the leaky_bucket algorithm")
+	}
+	switch period := enforce.Period(l.Period); {
+	case algo == enforce.Quota && !period.Valid():
+		add("period", "a quota needs a period: day, month or year")
+	case algo != enforce.Quota && l.Period != "":
+		add("period", "must be empty: only the quota algorithm renews by period")
 	}
 	switch {
 	case l.Limit < 1:

@@ -113,7 +113,7 @@ func Replay(ctx context.Context, sc Scenario) (Report, error) {
 	}
 	algos := sc.Algorithms
 	if len(algos) == 0 {
-		algos = enforce.Algorithms
+		algos = enforce.RateAlgorithms
 	}
 	for _, a := range algos {
 		if !a.Valid() {

@@ -38,7 +38,7 @@ func TestSeedTokenBucketPreset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Runs) != len(enforce.Algorithms) {
+	if len(rep.Runs) != len(enforce.RateAlgorithms) {
 		t.Fatalf("%d runs, want one per algorithm", len(rep.Runs))
 	}
 	run := rep.Runs[0]
@@ -124,7 +124,7 @@ func TestReplayMatchesLiveDecisions(t *testing.T) {
 		at = at.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
 		arrivals = append(arrivals, playground.Arrival{At: at, Subject: fmt.Sprintf("key:k%d", rng.IntN(5)), Route: route})
 	}
-	for _, algo := range enforce.Algorithms {
+	for _, algo := range enforce.RateAlgorithms {
 		t.Run(string(algo), func(t *testing.T) {
 			tier := plans.LimitInput{Name: "search", Route: route, Algorithm: string(algo), Limit: 10, WindowSeconds: 5, Cost: 1, Mode: "reject"}
 			if algo == enforce.TokenBucket || algo == enforce.LeakyBucket {

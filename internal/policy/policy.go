@@ -48,6 +48,8 @@ type Key struct {
 	Limits        []Limit    `json:"limits,omitempty"`
 	SecretExpires *time.Time `json:"secret_expires_at,omitempty"`
 	KeyExpires    *time.Time `json:"key_expires_at,omitempty"`
+	// Anchor is when the developer's quotas renew (enforce.Caller.Anchor).
+	Anchor *time.Time `json:"anchor,omitempty"`
 }
 
 // Limit is enforce.Limit on the wire, its window in milliseconds.
@@ -63,6 +65,8 @@ type Limit struct {
 	// PerKey keeps the limit's state per API key rather than per developer
 	// (enforce.Limit.PerKey).
 	PerKey bool `json:"per_key,omitempty"`
+	// Period is a quota's renewal period (enforce.Limit.Period).
+	Period string `json:"period,omitempty"`
 }
 
 // FromEngine converts engine limits for the wire.
@@ -70,7 +74,7 @@ func FromEngine(ls []enforce.Limit) []Limit {
 	out := make([]Limit, len(ls))
 	for i, l := range ls {
 		out[i] = Limit{Name: l.Name, Algorithm: string(l.Algorithm), Limit: l.Limit, WindowMS: l.Window.Milliseconds(),
-			Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode), Route: l.Route, PerKey: l.PerKey}
+			Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: string(l.Period)}
 	}
 	return out
 }
@@ -80,8 +84,9 @@ func toEngine(ls []Limit) ([]enforce.Limit, error) {
 	for i, l := range ls {
 		e := enforce.Limit{Name: l.Name, Algorithm: enforce.Algorithm(l.Algorithm), Limit: l.Limit,
 			Window: time.Duration(l.WindowMS) * time.Millisecond, Burst: l.Burst, Cost: l.Cost,
-			Mode: enforce.Mode(l.Mode), Route: l.Route, PerKey: l.PerKey}
-		if !e.Algorithm.Valid() || e.Limit < 1 || e.Window <= 0 || (e.Mode != "" && !e.Mode.Valid()) {
+			Mode: enforce.Mode(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: enforce.Period(l.Period)}
+		if !e.Algorithm.Valid() || e.Limit < 1 || e.Window <= 0 || (e.Mode != "" && !e.Mode.Valid()) ||
+			(e.Algorithm == enforce.Quota) != e.Period.Valid() {
 			return nil, fmt.Errorf("limit %q is not valid", l.Name)
 		}
 		out[i] = e
@@ -154,6 +159,9 @@ func (r *Resolver) Install(d Document) error {
 		// limits (the developer's subject), per-key layers count under Key.
 		caller := enforce.Caller{Subject: enforce.DeveloperSubject(k.UserID), Key: enforce.KeyScope(k.KeyID),
 			KeyID: k.KeyID, UserID: k.UserID, Plan: k.Plan, Limits: plans[k.Plan]}
+		if k.Anchor != nil {
+			caller.Anchor = *k.Anchor
+		}
 		if k.Limits != nil {
 			if caller.Limits, err = toEngine(k.Limits); err != nil {
 				return fmt.Errorf("key %d: %w", k.KeyID, err)

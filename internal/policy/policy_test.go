@@ -89,6 +89,27 @@ func TestResolver(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("QuotasKeepTheirPeriodAndAnchor", func(t *testing.T) {
+		anchor := time.Date(2026, 1, 31, 9, 0, 0, 0, time.UTC)
+		q := doc
+		q.Plans = map[string][]policy.Limit{"basic": {{Name: "basic-month", Algorithm: "quota", Limit: 1000, WindowMS: 86400000, Period: "month"}}}
+		q.Keys = []policy.Key{{Hash: hashOf(plain), KeyID: 1, UserID: 9, Plan: "basic", Anchor: &anchor}}
+		if err := r.Install(q); err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.ResolveKey(plain)
+		if err != nil || !c.Anchor.Equal(anchor) || len(c.Limits) != 1 || c.Limits[0].Period != enforce.PeriodMonth {
+			t.Errorf("quota key: %+v, %v", c, err)
+		}
+		q.Plans["basic"][0].Period = ""
+		if err := r.Install(q); err == nil {
+			t.Error("a quota without a period was installed")
+		}
+		if err := r.Install(doc); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("BadDocumentsKeepThePrevious", func(t *testing.T) {
 		for name, bad := range map[string]policy.Document{
 			"BadHash":      {Keys: []policy.Key{{Hash: "zz", KeyID: 1}}},

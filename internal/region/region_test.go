@@ -197,7 +197,7 @@ func checkBound(t *testing.T, l enforce.Limit, admitted []int64, rate, capacity,
 func TestShareHoldsEachRegionToItsShare(t *testing.T) {
 	weights := []region.Weight{{Name: "eu", Weight: 2}, {Name: "us", Weight: 1}, {Name: "ap", Weight: 1}}
 	shares := map[string]int64{"eu": 50, "us": 25, "ap": 25}
-	for _, alg := range enforce.Algorithms {
+	for _, alg := range enforce.RateAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			c := newCluster(t, region.Share, weights)
 			l := limitFor(alg)
@@ -237,7 +237,7 @@ func TestShareHoldsEachRegionToItsShare(t *testing.T) {
 // are not lost on the way.
 func TestSyncKeepsTheStatedBound(t *testing.T) {
 	weights := []region.Weight{{Name: "eu", Weight: 1}, {Name: "us", Weight: 1}, {Name: "ap", Weight: 1}}
-	for _, alg := range enforce.Algorithms {
+	for _, alg := range enforce.RateAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			t.Parallel()
 			c := newCluster(t, region.Sync, weights)

@@ -32,6 +32,10 @@ func (s *Snapshot) Policy(version uint64) policy.Document {
 			t := e.secretExpires
 			k.SecretExpires = &t
 		}
+		if !e.caller.Anchor.IsZero() {
+			t := e.caller.Anchor
+			k.Anchor = &t
+		}
 		if !e.keyExpires.IsZero() {
 			t := e.keyExpires
 			k.KeyExpires = &t

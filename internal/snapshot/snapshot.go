@@ -46,6 +46,7 @@ type Snapshot struct {
 	keys      map[[32]byte]keyEntry
 	callers   map[int64]enforce.Caller // by key id
 	userPlans map[int64]int64
+	anchors   map[int64]time.Time // by user id
 	// anonymousLimits are the anonymous plan's limits in engine form.
 	anonymousLimits []enforce.Limit
 	// catalog holds the declared services and matches gateway requests
@@ -54,7 +55,11 @@ type Snapshot struct {
 }
 
 const (
-	selectUserPlans = `SELECT id, plan_id FROM users WHERE plan_id IS NOT NULL`
+	// Every developer's plan (0 for none) and billing anchor, when their
+	// quotas renew.
+	selectUserPlans = `
+SELECT id, COALESCE(plan_id, 0), COALESCE(billing_anchor, created_at)
+FROM users WHERE role = 'developer'`
 	// Revoked keys are left out (they resolve as unknown); keys that expired
 	// long ago too, so the view does not grow with dead keys. Retired secrets
 	// are kept until they expire, because rotation's grace depends on them.
@@ -101,6 +106,7 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 		byID:      make(map[int64]*plans.Plan, len(ps)),
 		bySlug:    make(map[string]*plans.Plan, len(ps)),
 		userPlans: map[int64]int64{},
+		anchors:   map[int64]time.Time{},
 	}
 	planLimits := make(map[int64][]enforce.Limit, len(ps))
 	for i := range s.plans {
@@ -131,8 +137,12 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 		return nil, fmt.Errorf("load snapshot: users: %w", err)
 	}
 	var userID, planID int64
-	if _, err := pgx.ForEachRow(rows, []any{&userID, &planID}, func() error {
-		s.userPlans[userID] = planID
+	var anchor time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&userID, &planID, &anchor}, func() error {
+		if planID != 0 {
+			s.userPlans[userID] = planID
+		}
+		s.anchors[userID] = anchor
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("load snapshot: users: %w", err)
@@ -179,7 +189,8 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 // all their keys share the plan-wide limits; tiers and the key's overrides
 // count per key (PerKey). Keys without overrides share their plan's slice.
 func (s *Snapshot) keyCaller(r secretRow, planLimits map[int64][]enforce.Limit) enforce.Caller {
-	c := enforce.Caller{Subject: enforce.DeveloperSubject(r.UserID), Key: enforce.KeyScope(r.ID), KeyID: r.ID, UserID: r.UserID}
+	c := enforce.Caller{Subject: enforce.DeveloperSubject(r.UserID), Key: enforce.KeyScope(r.ID), KeyID: r.ID, UserID: r.UserID,
+		Anchor: s.anchors[r.UserID]}
 	var plan *plans.Plan
 	switch {
 	case r.PlanID != nil:

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/billing"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -219,7 +220,8 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: "The API key has expired and can no longer be rotated.",
 		})
 	case errors.Is(err, plans.ErrNotFound), errors.Is(err, apikeys.ErrNotFound),
-		errors.Is(err, users.ErrNotFound), errors.Is(err, optokens.ErrNotFound), errors.Is(err, services.ErrNotFound):
+		errors.Is(err, users.ErrNotFound), errors.Is(err, optokens.ErrNotFound), errors.Is(err, services.ErrNotFound),
+		errors.Is(err, billing.ErrNotFound):
 		writeProblem(w, r, Problem{
 			Type: typeNotFound, Title: "Not found", Status: http.StatusNotFound,
 			Detail: notFoundDetail(err),
@@ -283,7 +285,7 @@ func notFoundDetail(err error) string {
 		return "No plan (or no limit of this plan) has this id."
 	case errors.Is(err, apikeys.ErrNotFound):
 		return "No API key has this id."
-	case errors.Is(err, users.ErrNotFound):
+	case errors.Is(err, users.ErrNotFound), errors.Is(err, billing.ErrNotFound):
 		return "No developer has this id."
 	case errors.Is(err, services.ErrNotFound):
 		return "No service has this slug (or no live token of it has this id)."

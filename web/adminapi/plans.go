@@ -18,12 +18,14 @@ type limitBody struct {
 	WindowSeconds int64  `json:"window_seconds"`
 	Burst         int64  `json:"burst"`
 	Cost          int64  `json:"cost"`
+	// Period is a quota's: day, month or year.
+	Period string `json:"period"`
 }
 
 func (b limitBody) input() plans.LimitInput {
 	return plans.LimitInput{
 		Name: b.Name, Route: b.Route, Algorithm: b.Algorithm, Mode: b.Mode,
-		Limit: b.Limit, WindowSeconds: b.WindowSeconds, Burst: b.Burst, Cost: b.Cost,
+		Limit: b.Limit, WindowSeconds: b.WindowSeconds, Burst: b.Burst, Cost: b.Cost, Period: b.Period,
 	}
 }
 
@@ -222,6 +224,37 @@ func (a *api) updateLimit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := a.plans.UpdateLimit(r.Context(), actor(r), planID, body.Version, limitID, body.input())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.respondPlan(w, r, http.StatusOK, p)
+}
+
+// promoteLimit turns a shadow tier into an enforced one; like deleteLimit
+// it takes the plan version as ?version= and no body.
+func (a *api) promoteLimit(w http.ResponseWriter, r *http.Request) {
+	planID, err := pathID(r, "id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	limitID, err := pathID(r, "limit_id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	qr := newQueryReader(r)
+	version := qr.int64Range("version", 0, 1, 1<<31-1)
+	if err := qr.err(); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := requireVersion(int(version)); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	p, err := a.plans.PromoteLimit(r.Context(), actor(r), planID, int(version), limitID)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -30,6 +30,7 @@ func (a *api) routes() []route {
 		{"POST", p + "/plans/{id}/limits", "addLimit", a.addLimit, false},
 		{"PUT", p + "/plans/{id}/limits/{limit_id}", "updateLimit", a.updateLimit, false},
 		{"DELETE", p + "/plans/{id}/limits/{limit_id}", "deleteLimit", a.deleteLimit, false},
+		{"POST", p + "/plans/{id}/limits/{limit_id}/promote", "promoteLimit", a.promoteLimit, false},
 		{"GET", p + "/plans-file", "exportPlansFile", a.exportPlansFile, false},
 		{"POST", p + "/plans-file/diff", "diffPlansFile", a.diffPlansFile, false},
 		{"POST", p + "/plans-file/apply", "applyPlansFile", a.applyPlansFileHandler, false},
@@ -56,6 +57,9 @@ func (a *api) routes() []route {
 
 		{"GET", p + "/developers", "listDevelopers", a.listDevelopers, false},
 		{"PUT", p + "/developers/{id}/plan", "setDeveloperPlan", a.setDeveloperPlan, false},
+		{"PUT", p + "/developers/{id}/billing-anchor", "setBillingAnchor", a.setBillingAnchor, false},
+		{"POST", p + "/developers/{id}/quota-grants", "grantQuota", a.grantQuota, false},
+		{"POST", p + "/developers/{id}/quota-resets", "resetQuota", a.resetQuota, false},
 
 		{"GET", p + "/audit", "listAudit", a.listAudit, false},
 

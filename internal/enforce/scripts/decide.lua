@@ -9,8 +9,11 @@
 --
 -- ARGV[1]     now in microseconds, or '' to read Redis TIME once (tests set it)
 -- ARGV[2]     m, the number of distinct limits the call's requests use
--- ARGV[3+6(j-1) .. 8+6(j-1)]  limit j: state field, algorithm code ('lq' is a
---             leaky bucket in queue mode), limit, window us, burst, cost; sent
+-- ARGV[3+8(j-1) .. 10+8(j-1)]  limit j: state field, algorithm code ('lq' is
+--             a leaky bucket in queue mode), limit, window us, burst, cost,
+--             its figures 'code:window:limit:burst' (code 'lb' for 'lq'
+--             too), and 1 for a shadow limit (0 otherwise), which is decided
+--             and consumes when it admits but never rejects the request; sent
 --             once per call however many requests use it
 -- then per request, from ARGV[p]:
 --   ARGV[p]   'a' consumes (Allow), 'p' only evaluates (Peek), 'f' consumes
@@ -26,8 +29,13 @@
 --   KEYS[q+2j-1], KEYS[q+2j]  the j-th sliding log's sorted set and metadata
 --             hash
 -- Fields: a bucket's virtual finish time (tat) is field F; a fixed window's
--- index F and count F..'+'; a sliding counter's index F, current count F..'+'
--- and previous count F..'-'.
+-- index F and count F..':+'; a sliding counter's index F, current count
+-- F..':+' and previous count F..':-'; and every counter's figures, as it was
+-- last written under them, F..':#'. A limit edited in place (its figures no
+-- longer those stored) has its state rescaled to the new figures as
+-- rescale in algorithm.go does, and written back under them with the next
+-- admitted request; fields another algorithm left are deleted then. (Plan
+-- limit names hold no ':', so no limit's F is another's suffixed field.)
 --
 -- Returns {now us, then per request: allowed, delay us, then per limit:
 -- allowed, remaining, reset us, retry us}, k times over when coalesced. now is
@@ -58,30 +66,165 @@ end
 -- mode; st is its counter states as read, pos[i] where limit i's state is
 -- (its first field in st, or a sliding log's first key in KEYS), nil when
 -- the request has one limit; e is when the hash's TTL runs out.
-local KB, K, n, consume, k, st, pos, e
+-- TWO are the codes whose state is an index and a count (F, F:+): a fixed
+-- window's, and a quota's (the period's start and its count).
+local TWO = {fw = true, qd = true, qm = true, qy = true}
+
+-- A quota's calendar, as periodBounds in quota.go computes it, in UTC
+-- integer arithmetic: days_from_civil and civil_from_days are Howard
+-- Hinnant's algorithms.
+local DAY = 86400000000
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = m + 9
+  if m > 2 then mp = m - 3 end
+  local doy = math.floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+local function civil_from_days(z)
+  z = z + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp + 3
+  if mp >= 10 then m = mp - 9 end
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m, d
+end
+-- at is the renewal instant in month m of year y for an anchor on day d0 at
+-- tod0 µs past midnight: day d0, or the month's last day when shorter.
+local function at(y, m, d0, tod0)
+  local ny, nm = y, m + 1
+  if nm > 12 then ny, nm = y + 1, 1 end
+  local last = days_from_civil(ny, nm, 1) - days_from_civil(y, m, 1)
+  return days_from_civil(y, m, math.min(d0, last)) * DAY + tod0
+end
+-- period returns the start and end (µs) of the quota period holding now.
+local function period(code, now, anchor)
+  if code == 'qd' then
+    local s = anchor + math.floor((now - anchor) / DAY) * DAY
+    return s, s + DAY
+  end
+  local ad = math.floor(anchor / DAY)
+  local tod0 = anchor - ad * DAY
+  local _, am, d0 = civil_from_days(ad)
+  local y, m = civil_from_days(math.floor(now / DAY))
+  if code == 'qm' then
+    local c = at(y, m, d0, tod0)
+    if now >= c then
+      if m == 12 then return c, at(y + 1, 1, d0, tod0) end
+      return c, at(y, m + 1, d0, tod0)
+    end
+    if m == 1 then return at(y - 1, 12, d0, tod0), c end
+    return at(y, m - 1, d0, tod0), c
+  end
+  local c = at(y, am, d0, tod0)
+  if now >= c then return c, at(y + 1, am, d0, tod0) end
+  return at(y - 1, am, d0, tod0), c
+end
+
+-- fixed[i] is set when limit i's state was stored under other figures (or
+-- none): the algorithm code it was stored under, or ''. rescale has then
+-- rewritten it in st as a state of the limit's figures, which a decision
+-- that consumes writes back even when it rejects (see rescale in
+-- algorithm.go).
+local KB, K, n, consume, k, st, pos, e, fixed
 -- R holds a request's nine results per layer, stride 9, reused by every
 -- request and coalesced call: building a table costs Lua more than the
 -- arithmetic.
-local R = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
--- D holds the call's limits, six per limit: code, limit, window, burst and
--- cost as numbers, and the state field; converted once per call.
-local D = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
--- V holds the current request's limits, six per limit as in D, copied in
+local R = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- D holds the call's limits, eight per limit: code, limit, window, burst and
+-- cost as numbers, the state field, the figures and the shadow flag;
+-- converted once per call.
+local D = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- V holds the current request's limits, eight per limit as in D, copied in
 -- order: a coalesced request reads them k times.
-local V = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+local V = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- the reply, o values long; made as long as one request with one limit
 -- needs (a table that grows reallocates), and trimmed at the end
 local out, o = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}, 1
+
+-- rescale rewrites in st, as a state of the limit's figures, the state of
+-- every counter limit stored under other figures, as rescale in
+-- algorithm.go does, noting each in fixed.
+local function rescale()
+  fixed = nil
+  for i = 1, n do
+    local v = 8 * i - 8
+    local code = V[v + 1]
+    local p = pos and pos[i] or 2
+    if code ~= 'swl' and st[p + 1] ~= V[v + 7] then
+      local fig, W, L = st[p + 1], V[v + 3], V[v + 2]
+      local a, y0, z0 = tonumber(st[p]), tonumber(st[p + 2]), tonumber(st[p + 3])
+      local old = ''
+      if fig then
+        local oc, ow, ol = string.match(fig, '^(%a+):(%d+):(%d+):')
+        old = oc
+        ow, ol = tonumber(ow), tonumber(ol)
+        local kc = code
+        if kc == 'lq' then kc = 'lb' end
+        if a == nil then
+          -- no state to rescale
+        elseif oc ~= kc then
+          a = nil
+        elseif TWO[kc] and kc ~= 'fw' then
+          -- a quota of the same period: its count stands against the new limit
+        elseif kc == 'fw' or kc == 'swc' then
+          if ow ~= W then
+            local idx = math.floor(now / ow)
+            if a == idx or a == idx + 1 then
+              a = math.floor(now / W)
+            elseif a == idx - 1 and kc == 'swc' then
+              a, y0, z0 = math.floor(now / W), 0, y0
+            else
+              a = nil
+            end
+          end
+        elseif (ow ~= W or ol ~= L) and a > now then
+          a = now + (a - now) / (ow / ol) * (W / L)
+        end
+      else
+        a = nil
+      end
+      st[p], st[p + 1] = a or false, V[v + 7]
+      if TWO[code] then
+        st[p + 2] = a and y0 or false
+      elseif code == 'swc' then
+        st[p + 2], st[p + 3] = a and y0 or false, a and z0 or false
+      end
+      fixed = fixed or {}
+      fixed[i] = old
+    end
+  end
+end
 
 -- layer decides limit i from the state read. It returns allowed, remaining,
 -- reset, retry, wait, then, for the write when commit is true and the limit
 -- admits: the state (x, y, z) and when it stops mattering (exp).
 local function layer(i, commit)
-  local v = 6 * i - 6
+  local v = 8 * i - 8
   local code, L, W, c = V[v + 1], V[v + 2], V[v + 3], V[v + 5]
   local now = now
+  -- a counter's state: a (tat or window index), y0 and z0 (counts)
+  local a, y0, z0
+  if code ~= 'swl' then
+    local p = pos and pos[i] or 2
+    a = tonumber(st[p])
+    if TWO[code] then
+      y0 = tonumber(st[p + 2])
+    elseif code == 'swc' then
+      y0, z0 = tonumber(st[p + 2]), tonumber(st[p + 3])
+    end
+  end
   if code == 'tb' or code == 'lb' or code == 'lq' then
-    local tat = tonumber(st[(pos and pos[i] or 2)])
+    local tat = a
     local t = W / L
     local base = now
     if tat and tat > now then base = tat end
@@ -106,14 +249,13 @@ local function layer(i, commit)
     if not ok then retry = math.ceil(wait - tol) end
     return ok, math.max(0, math.floor((tol - depth) / t) + 1), math.ceil(depth), retry, delay, newTat, nil, nil, newTat
   elseif code == 'fw' then
-    local p = (pos and pos[i] or 2)
-    local sidx = tonumber(st[p])
+    local sidx = a
     local idx = math.floor(now / W)
     -- a clock that stepped back across a boundary counts in the stored
     -- window; any other index is stale
     if sidx == idx + 1 then idx = sidx; now = sidx * W end
     local count = 0
-    if sidx == idx then count = tonumber(st[p + 1]) end
+    if sidx == idx then count = y0 end
     local ok = count + c <= L
     if ok and commit then count = count + c end
     local reset = (idx + 1) * W - now
@@ -121,15 +263,14 @@ local function layer(i, commit)
     if not ok then retry = reset end
     return ok, math.max(0, L - count), reset, retry, 0, idx, count, nil, (idx + 1) * W
   elseif code == 'swc' then
-    local p = (pos and pos[i] or 2)
-    local sidx = tonumber(st[p])
+    local sidx = a
     local idx = math.floor(now / W)
     if sidx == idx + 1 then idx = sidx; now = sidx * W end
     local curr, prev = 0, 0
     if sidx == idx then
-      curr, prev = tonumber(st[p + 1]), tonumber(st[p + 2])
+      curr, prev = y0, z0
     elseif sidx == idx - 1 then
-      prev = tonumber(st[p + 1])
+      prev = y0
     end
     local elapsed = now - idx * W
     local est = prev * (W - elapsed) / W + curr
@@ -156,6 +297,17 @@ local function layer(i, commit)
       end
     end
     return ok, math.max(0, math.floor(L - est)), reset, retry, 0, idx, curr, prev, (idx + 2) * W
+  end
+  if TWO[code] then
+    -- a quota: the burst slot carries the subject's anchor
+    local s, e = period(code, now, V[v + 4])
+    local count = 0
+    if a == s then count = y0 end
+    local ok = count + c <= L
+    if ok and commit then count = count + c end
+    local retry = 0
+    if not ok then retry = e - now end
+    return ok, math.max(0, L - count), e - now, retry, 0, s, count, nil, e
   end
   -- sliding log: members are 'us:cost:seq'; the metadata hash holds the sum
   -- of the logged costs (n) and the last sequence number (q).
@@ -204,7 +356,7 @@ end
 
 -- write_log persists sliding log i's admitted request with its TTL.
 local function write_log(i, sum, seq, stale)
-  local W, c = V[6 * i - 3], V[6 * i - 1]
+  local W, c = V[8 * i - 5], V[8 * i - 3]
   local p = (pos and pos[i] or KB + 1)
   local k1, k2 = KEYS[p], KEYS[p + 1]
   if stale > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', now - W) end
@@ -213,6 +365,61 @@ local function write_log(i, sum, seq, stale)
   local ttl = math.max(1, math.ceil(W / 1000))
   redis.call('PEXPIRE', k1, ttl)
   redis.call('PEXPIRE', k2, ttl)
+end
+
+-- drop deletes the fields of limit field f that its state, stored under
+-- algorithm old and now of algorithm code, no longer uses: only after an
+-- edit to another algorithm, so a tier edited in place leaves nothing stale.
+local function drop(f, old, code)
+  if old == 'swc' and code ~= 'swc' then
+    if TWO[code] then
+      redis.call('HDEL', K, f .. ':-')
+    else
+      redis.call('HDEL', K, f .. ':+', f .. ':-')
+    end
+  elseif TWO[old] and not TWO[code] and code ~= 'swc' then
+    redis.call('HDEL', K, f .. ':+')
+  end
+end
+
+-- keep writes back, after a rejection, the rescaled states noted in fixed,
+-- moving the hash's TTL as a write of them would.
+local function keep()
+  local hs, m, need, ttl = {'HSET', K}, 2, e, e
+  for i, old in pairs(fixed) do
+    local v = 8 * i - 8
+    local code, f, W, p = V[v + 1], V[v + 6], V[v + 3], pos and pos[i] or 2
+    local a = tonumber(st[p])
+    if a then
+      hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f, a, f .. ':#', V[v + 7]
+      m = m + 4
+      local exp = a
+      if TWO[code] then
+        hs[m + 1], hs[m + 2] = f .. ':+', st[p + 2]
+        m = m + 2
+        exp = (a + 1) * W
+        if code ~= 'fw' then exp = a + W end -- a quota's start and span
+      elseif code == 'swc' then
+        hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f .. ':+', st[p + 2], f .. ':-', st[p + 3]
+        m = m + 4
+        exp = (a + 2) * W
+      end
+      if exp > need then need = exp end
+      if exp + W > ttl then ttl = exp + W end
+      drop(f, old, code)
+    elseif old ~= '' then
+      redis.call('HDEL', K, f, f .. ':#', f .. ':+', f .. ':-')
+    end
+  end
+  if m == 2 then return end
+  if need > e then
+    ttl = math.ceil(ttl)
+    hs[m + 1], hs[m + 2] = 'e', ttl
+    redis.call(unpack(hs))
+    redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000)))
+  else
+    redis.call(unpack(hs))
+  end
 end
 
 -- decide decides the current request and appends its values to out. It is
@@ -226,12 +433,12 @@ local function decide()
   pos = nil
   if n == 1 then
     local code, f = V[1], V[6]
-    if code == 'fw' then
-      st = redis.call('HMGET', K, 'e', f, f .. '+')
+    if TWO[code] then
+      st = redis.call('HMGET', K, 'e', f, f .. ':#', f .. ':+')
     elseif code == 'swc' then
-      st = redis.call('HMGET', K, 'e', f, f .. '+', f .. '-')
+      st = redis.call('HMGET', K, 'e', f, f .. ':#', f .. ':+', f .. ':-')
     elseif code ~= 'swl' then
-      st = redis.call('HMGET', K, 'e', f)
+      st = redis.call('HMGET', K, 'e', f, f .. ':#')
     else
       st = {false}
     end
@@ -241,20 +448,21 @@ local function decide()
     local l = 0
     pos = {}
     for i = 1, n do
-      local code, f = V[6 * i - 5], V[6 * i]
+      local code, f = V[8 * i - 7], V[8 * i - 2]
       if code == 'swl' then
         l = l + 1
         pos[i] = KB + 2 * l - 1
       else
         pos[i] = m - 1
-        m = m + 1
-        hm[m] = f
-        if code == 'fw' then
+        hm[m + 1] = f
+        hm[m + 2] = f .. ':#'
+        m = m + 2
+        if TWO[code] then
           m = m + 1
-          hm[m] = f .. '+'
+          hm[m] = f .. ':+'
         elseif code == 'swc' then
-          hm[m + 1] = f .. '+'
-          hm[m + 2] = f .. '-'
+          hm[m + 1] = f .. ':+'
+          hm[m + 2] = f .. ':-'
           m = m + 2
         end
       end
@@ -264,10 +472,12 @@ local function decide()
   -- The hash's TTL runs a window past the latest state's expiry and is
   -- renewed only when an expiry passes the one it was last set to (field 'e').
   e = tonumber(st[1]) or 0
+  rescale()
 
   if n == 1 and k == 1 then
     -- One limit, one request: no table built.
     local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
+    local fx = fixed and fixed[1]
     local delay = 0
     if ok and consume then
       local code, f = V[1], V[6]
@@ -277,17 +487,31 @@ local function decide()
         if code == 'lq' then delay = wait end
         local ttl = nil
         if exp > e then ttl = math.ceil(exp + V[3]) end
-        if code == 'fw' then
+        if fx then
+          -- new figures (an edit, or fresh state): written with the state
+          local hs = {'HSET', K, f, x, f .. ':#', V[7]}
+          if TWO[code] then
+            hs[7], hs[8] = f .. ':+', y
+          elseif code == 'swc' then
+            hs[7], hs[8], hs[9], hs[10] = f .. ':+', y, f .. ':-', z
+          end
           if ttl then
-            redis.call('HSET', K, f, x, f .. '+', y, 'e', ttl)
+            local h = #hs
+            hs[h + 1], hs[h + 2] = 'e', ttl
+          end
+          redis.call(unpack(hs))
+          drop(f, fx, code)
+        elseif TWO[code] then
+          if ttl then
+            redis.call('HSET', K, f, x, f .. ':+', y, 'e', ttl)
           else
-            redis.call('HSET', K, f, x, f .. '+', y)
+            redis.call('HSET', K, f, x, f .. ':+', y)
           end
         elseif code == 'swc' then
           if ttl then
-            redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z, 'e', ttl)
+            redis.call('HSET', K, f, x, f .. ':+', y, f .. ':-', z, 'e', ttl)
           else
-            redis.call('HSET', K, f, x, f .. '+', y, f .. '-', z)
+            redis.call('HSET', K, f, x, f .. ':+', y, f .. ':-', z)
           end
         elseif ttl then
           redis.call('HSET', K, f, x, 'e', ttl)
@@ -297,8 +521,11 @@ local function decide()
         if ttl then redis.call('PEXPIRE', K, math.max(1, math.ceil((ttl - now) / 1000))) end
       end
     end
+    if fx and consume and not ok then keep() end
     local b = ok and 1 or 0
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = b, delay, b, rem, reset, retry
+    local a = b
+    if V[8] == 1 then a = 1 end -- a shadow limit never rejects
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = a, delay, b, rem, reset, retry
     o = o + 6
     return
   end
@@ -315,27 +542,30 @@ local function decide()
       local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
       R[b + 1], R[b + 2], R[b + 3], R[b + 4], R[b + 5] = ok, rem, reset, retry, wait
       R[b + 6], R[b + 7], R[b + 8], R[b + 9] = x, y, z, exp
-      if not ok then allowed = false end
+      if not ok and V[8 * i] ~= 1 then allowed = false end
     end
     if consume and allowed then
       for i = 1, n do
         local b = 9 * i - 9
-        local code = V[6 * i - 5]
-        if code == 'swl' then
+        local code = V[8 * i - 7]
+        if not R[b + 1] then
+          -- a shadow limit over its limit: the request passes, and the
+          -- limit consumes nothing, as if it had rejected
+        elseif code == 'swl' then
           write_log(i, R[b + 6], R[b + 7], R[b + 8])
         else
           local p = pos and pos[i] or 2
           st[p] = R[b + 6]
-          if code == 'fw' then
-            st[p + 1] = R[b + 7]
+          if TWO[code] then
+            st[p + 2] = R[b + 7]
           elseif code == 'swc' then
-            st[p + 1], st[p + 2] = R[b + 7], R[b + 8]
+            st[p + 2], st[p + 3] = R[b + 7], R[b + 8]
           elseif code == 'lq' and R[b + 5] > delay then
             delay = R[b + 5]
           end
           local exp = R[b + 9]
           if exp > need then need = exp end
-          exp = exp + V[6 * i - 3]
+          exp = exp + V[8 * i - 5]
           if exp > ttl then ttl = exp end
           written = true
         end
@@ -373,27 +603,36 @@ local function decide()
       break
     end
   end
-  if not written then return end
+  if not written then
+    if fixed and consume then keep() end
+    return
+  end
 
   -- One HSET for every counter state, moving the hash's TTL when need
   -- passes e.
   local hs, m = {'HSET', K}, 2
   for i = 1, n do
-    local code = V[6 * i - 5]
-    if code ~= 'swl' then
-      local f, p = V[6 * i], pos and pos[i] or 2
+    local code, p = V[8 * i - 7], pos and pos[i] or 2
+    -- (a shadow limit that rejected on fresh state has none to write)
+    if code ~= 'swl' and st[p] then
+      local f = V[8 * i - 2]
       hs[m + 1] = f
       hs[m + 2] = st[p]
       m = m + 2
-      if code == 'fw' then
-        hs[m + 1] = f .. '+'
-        hs[m + 2] = st[p + 1]
+      if fixed and fixed[i] then
+        hs[m + 1] = f .. ':#'
+        hs[m + 2] = V[8 * i - 1]
+        m = m + 2
+      end
+      if TWO[code] then
+        hs[m + 1] = f .. ':+'
+        hs[m + 2] = st[p + 2]
         m = m + 2
       elseif code == 'swc' then
-        hs[m + 1] = f .. '+'
-        hs[m + 2] = st[p + 1]
-        hs[m + 3] = f .. '-'
-        hs[m + 4] = st[p + 2]
+        hs[m + 1] = f .. ':+'
+        hs[m + 2] = st[p + 2]
+        hs[m + 3] = f .. ':-'
+        hs[m + 4] = st[p + 3]
         m = m + 4
       end
     end
@@ -407,18 +646,21 @@ local function decide()
   else
     redis.call(unpack(hs))
   end
+  if fixed then
+    for i, old in pairs(fixed) do drop(V[8 * i - 2], old, V[8 * i - 7]) end
+  end
 end
 
 local m = tonumber(ARGV[2])
 for j = 1, m do
-  local a, d = 6 * j - 3, 6 * j - 6
+  local a, d = 8 * j - 5, 8 * j - 8
   -- arithmetic converts a numeric argument more cheaply than tonumber
-  D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6] =
-    ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a]
+  D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8] =
+    ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a], ARGV[a + 6], ARGV[a + 7] + 0
 end
 
 local nargs = #ARGV
-local p, q = 3 + 6 * m, 1
+local p, q = 3 + 8 * m, 1
 while p <= nargs do
   local mode = ARGV[p]
   n = tonumber(ARGV[p + 1])
@@ -430,8 +672,8 @@ while p <= nargs do
   -- after its hash
   local logs = 0
   for i = 1, n do
-    local d, v = 6 * ARGV[p + 1 + i] - 6, 6 * i - 6
-    V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6]
+    local d, v = 8 * ARGV[p + 1 + i] - 8, 8 * i - 8
+    V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6], V[v + 7], V[v + 8] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8]
     if D[d + 1] == 'swl' then logs = logs + 1 end
     if mode == 'f' then
       -- A charge counts consumption made elsewhere (another region) whatever
@@ -440,7 +682,7 @@ while p <= nargs do
       if V[v + 1] == 'tb' or V[v + 1] == 'lb' or V[v + 1] == 'lq' then V[v + 4] = 1e15 else V[v + 2] = 1e15 end
     end
   end
-  if p == 3 + 6 * m and p + 1 + n >= nargs then
+  if p == 3 + 8 * m and p + 1 + n >= nargs then
     -- the only request: its error is the script's
     decide()
   else

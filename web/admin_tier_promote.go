@@ -1,0 +1,45 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/sluicehq/sluice/internal/plans"
+)
+
+// tierPromote turns a shadow tier into an enforced one (mode reject) in one
+// audited action, provided the plan has not changed since the page was
+// rendered. It is a plain form post: the page reloads with the tier
+// enforced.
+func (s *Server) tierPromote(w http.ResponseWriter, r *http.Request) {
+	p, l, err := s.tierLoad(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	_, err = s.deps.Plans.PromoteLimit(ctx, s.actor(r), p.ID, formVersion(r), l.ID)
+	var ve *plans.ValidationError
+	switch {
+	case err == nil:
+		http.Redirect(w, r, planPath(p.ID)+"?saved=1", http.StatusSeeOther)
+	case errors.Is(err, plans.ErrConflict), errors.As(err, &ve):
+		v, loadErr := s.planPage(ctx, p.ID)
+		if loadErr != nil {
+			s.error(w, r, loadErr)
+			return
+		}
+		v.Conflict = conflictMessage
+		status := http.StatusConflict
+		if ve != nil {
+			v.Conflict, status = ve.Fields[0].Message, http.StatusUnprocessableEntity
+		}
+		s.renderPlanPage(w, r, status, v)
+	default:
+		s.error(w, r, err)
+	}
+}
