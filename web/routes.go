@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"strings"
 )
 
 // maxFormBytes bounds every form body; the largest form (a plan with its
@@ -22,6 +23,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /signout", s.signOut)
 
 	mux.HandleFunc("/", s.notFound)
+	// The addresses people type, and the ones the first-start message and
+	// the README print, end in a slash; the pages live without it.
+	for _, p := range []string{"/admin/", "/app/", "/docs/"} {
+		mux.Handle("GET "+p+"{$}", http.RedirectHandler(strings.TrimSuffix(p, "/"), http.StatusMovedPermanently))
+	}
 
 	s.adminRoutes(mux, op)
 	s.appRoutes(mux)
