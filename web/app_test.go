@@ -141,9 +141,16 @@ func TestMyKeys(t *testing.T) {
 	c := e.signedIn(developerEmail)
 
 	t.Run("create shows the secret once, then only its prefix", func(t *testing.T) {
-		res := c.post("/app/keys", url.Values{"name": {"backend"}, "expires": {time.Now().AddDate(0, 1, 0).Format(time.DateOnly)}}, nil)
-		if res.StatusCode != http.StatusCreated {
-			t.Fatalf("status %d, want 201", res.StatusCode)
+		created := c.post("/app/keys", url.Values{"name": {"backend"}, "expires": {time.Now().AddDate(0, 1, 0).Format(time.DateOnly)}}, nil)
+		if created.StatusCode != http.StatusSeeOther {
+			t.Fatalf("status %d, want 303 to the secret page", created.StatusCode)
+		}
+		if strings.Contains(created.Header.Get("Location"), "sk_") {
+			t.Fatalf("the redirect %q carries the secret", created.Header.Get("Location"))
+		}
+		res := c.get(created.Header.Get("Location"), nil)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("secret page: status %d, want 200", res.StatusCode)
 		}
 		if cc := res.Header.Get("Cache-Control"); cc != "no-store" {
 			t.Errorf("Cache-Control = %q, want no-store", cc)
@@ -201,9 +208,13 @@ func TestMyKeys(t *testing.T) {
 
 	t.Run("rotate with a grace shows a new secret and keeps the old one for the grace", func(t *testing.T) {
 		k, old := e.createKey(e.dev.ID, "rotating")
-		res := c.post("/app/keys/"+strconv.FormatInt(k.ID, 10)+"/rotate", url.Values{"grace_seconds": {"3600"}}, nil)
+		rotated := c.post("/app/keys/"+strconv.FormatInt(k.ID, 10)+"/rotate", url.Values{"grace_seconds": {"3600"}}, nil)
+		if rotated.StatusCode != http.StatusSeeOther {
+			t.Fatalf("status %d, want 303 to the secret page", rotated.StatusCode)
+		}
+		res := c.get(rotated.Header.Get("Location"), nil)
 		if res.StatusCode != http.StatusOK {
-			t.Fatalf("status %d, want 200", res.StatusCode)
+			t.Fatalf("secret page: status %d, want 200", res.StatusCode)
 		}
 		d := res.doc(t)
 		secret, _ := d.Find(`[data-testid="secret"]`).Attr("value")

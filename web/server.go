@@ -71,9 +71,11 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions.CookieStore
-	handler  http.Handler
-	health   healthCache
-	usage    usageCache
+	// sealer carries a new key's secret to the page that shows it once.
+	sealer  secretSealer
+	handler http.Handler
+	health  healthCache
+	usage   usageCache
 	// localLimiter counts sign-in attempts while the shared store is down.
 	localLimiter *enforce.MemoryStore
 	// services is over Deps.Pool (nil without one: the pages then 503).
@@ -97,6 +99,7 @@ func New(deps Deps) *Server {
 		s.now = time.Now
 	}
 	s.sessions = newSessionStore(deps.SessionSecret)
+	s.sealer = newSecretSealer(deps.SessionSecret)
 	if deps.Pool != nil {
 		s.services = services.NewRepo(deps.Pool)
 	}

@@ -1,8 +1,15 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/users"
 )
 
 // TestSlashAddressesRedirect: the first-start message and the README print
@@ -53,4 +60,82 @@ func TestDocsUsageLinkFitsTheViewer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNewSecretPageSurvivesAReload: the secret page is reached by a redirect,
+// so a reload shows it again without issuing another key or showing the
+// secret a second time; the same holds after a rotation.
+func TestNewSecretPageSurvivesAReload(t *testing.T) {
+	e := newEnv(t)
+	e.defaultPlan()
+	c := e.signedIn(developerEmail)
+	countKeys := func() int {
+		var n int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE user_id = $1`, e.dev.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("create", func(t *testing.T) {
+		before := countKeys()
+		res := c.post("/app/keys", url.Values{"name": {"reloaded"}}, nil)
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("status %d, want 303", res.StatusCode)
+		}
+		page := res.Header.Get("Location")
+		first := c.get(page, nil).doc(t)
+		secret, _ := first.Find(`[data-testid="secret"]`).Attr("value")
+		if apikeys.Check(secret) != nil {
+			t.Fatalf("first visit shows no secret (%q)", secret)
+		}
+		reload := c.get(page, nil)
+		if reload.StatusCode != http.StatusOK {
+			t.Fatalf("reload: status %d", reload.StatusCode)
+		}
+		d := reload.doc(t)
+		if count(d, "secret") != 0 || strings.Contains(reload.body, secret) {
+			t.Error("the reload shows the secret again")
+		}
+		if count(d, "secret-gone") != 1 {
+			t.Error("the reload does not say the secret was shown")
+		}
+		if got := countKeys(); got != before+1 {
+			t.Errorf("%d keys after create and reload, want %d", got, before+1)
+		}
+	})
+
+	t.Run("rotate", func(t *testing.T) {
+		k, _ := e.createKey(e.dev.ID, "rotated twice?")
+		res := c.post("/app/keys/"+strconv.FormatInt(k.ID, 10)+"/rotate", url.Values{"grace_seconds": {"0"}}, nil)
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("status %d, want 303", res.StatusCode)
+		}
+		page := res.Header.Get("Location")
+		if d := c.get(page, nil).doc(t); count(d, "secret") != 1 || !strings.Contains(text(d, "rotate-grace-note"), "stopped working") {
+			t.Fatal("first visit shows no rotated secret and grace note")
+		}
+		if d := c.get(page, nil).doc(t); count(d, "secret") != 0 || count(d, "secret-gone") != 1 {
+			t.Error("the reload shows a secret")
+		}
+		var secrets int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM api_key_secrets WHERE key_id = $1`, k.ID).Scan(&secrets); err != nil {
+			t.Fatal(err)
+		}
+		if secrets != 2 {
+			t.Errorf("%d secrets after one rotation and a reload, want 2", secrets)
+		}
+	})
+
+	t.Run("another developer's browser cannot open the cookie", func(t *testing.T) {
+		other, err := e.users.Create(context.Background(), users.NewUser{Email: "other@example.com", Password: testPassword, Role: users.RoleDeveloper})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := e.createKey(other.ID, "theirs")
+		// The victim's page is 404 to everyone else whatever cookie they hold.
+		if res := c.get("/app/keys/"+strconv.FormatInt(k.ID, 10)+"/secret", nil); res.StatusCode != http.StatusNotFound {
+			t.Errorf("status %d, want 404", res.StatusCode)
+		}
+	})
 }
