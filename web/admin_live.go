@@ -197,9 +197,8 @@ func (lv *liveView) figures(ctx context.Context, id int64) (views.LiveKey, error
 			s.log.Warn("live view peek", "key_id", k.ID, "err", err)
 		}
 		for i, l := range d.Layers {
-			used := max(l.Limit.Limit-l.Remaining, 0)
 			out.Limits = append(out.Limits, views.LiveLimit{
-				Name: c.limits[i].Name, Route: c.limits[i].Route, Used: used, Limit: l.Limit.Limit, ResetIn: l.ResetAfter,
+				Name: c.limits[i].Name, Route: c.limits[i].Route, Gauge: gaugeOf(l), ResetIn: l.ResetAfter,
 			})
 		}
 	}

@@ -118,14 +118,11 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 				out.Problem = "The rate-limit store could not be read just now."
 			}
 			for _, l := range d.Layers {
-				used := max(l.Limit.Limit-l.Remaining, 0)
+				g := gaugeOf(l)
 				ku.Limits = append(ku.Limits, views.MyLimit{
-					Policy: l.Limit.Name, Route: l.Limit.Route, Used: used, Limit: l.Limit.Limit,
-					Remaining: max(l.Remaining, 0), ResetIn: l.ResetAfter,
+					Policy: l.Limit.Name, Route: l.Limit.Route, Gauge: g, ResetIn: l.ResetAfter,
 				})
-				if l.Limit.Limit > 0 {
-					worst = max(worst, used*100/l.Limit.Limit)
-				}
+				worst = max(worst, g.Percent())
 			}
 		}
 		out.Keys = append(out.Keys, ku)

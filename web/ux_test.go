@@ -2,13 +2,17 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
+
 	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -137,5 +141,77 @@ func TestNewSecretPageSurvivesAReload(t *testing.T) {
 		if res := c.get("/app/keys/"+strconv.FormatInt(k.ID, 10)+"/secret", nil); res.StatusCode != http.StatusNotFound {
 			t.Errorf("status %d, want 404", res.StatusCode)
 		}
+	})
+}
+
+// TestUnusedBucketsLookUnused: an idle token bucket holds its whole burst and
+// an idle leaky bucket has its whole queue free; neither may read as nearly
+// spent (it did: used was computed as limit minus remaining), and windows
+// still count requests against the limit.
+func TestUnusedBucketsLookUnused(t *testing.T) {
+	e := newEnv(t)
+	p, err := e.plans.Create(context.Background(), "test", plans.PlanInput{
+		Slug: "free", Name: "Free", IsPublic: true, IsDefault: true,
+		Limits: []plans.LimitInput{
+			{Name: "items", Route: "GET /api/items/{id}", Algorithm: "token_bucket", Limit: 60, WindowSeconds: 60, Burst: 50},
+			{Name: "reports", Route: "POST /api/reports", Algorithm: "leaky_bucket", Limit: 6, WindowSeconds: 60, Burst: 1},
+			{Name: "global", Algorithm: "fixed_window", Limit: 600, WindowSeconds: 3600},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := e.createKey(e.dev.ID, "idle")
+
+	gauge := func(row *goquery.Selection, prefix string) (string, string, string) {
+		f := func(id string) string { return strings.TrimSpace(row.Find(`[data-testid="` + prefix + "-" + id + `"]`).Text()) }
+		return f("used"), f("left"), f("max")
+	}
+	check := func(t *testing.T, d *goquery.Document, rowSel, prefix string, want map[string][3]string) {
+		t.Helper()
+		for policy, w := range want {
+			row := d.Find(fmt.Sprintf(rowSel, policy))
+			if row.Length() != 1 {
+				t.Errorf("%s: no row", policy)
+				continue
+			}
+			used, left, of := gauge(row, prefix)
+			if [3]string{used, left, of} != w {
+				t.Errorf("%s: used %q left %q of %q, want %q", policy, used, left, of, w)
+			}
+		}
+	}
+
+	t.Run("developer, idle", func(t *testing.T) {
+		d := e.signedIn(developerEmail).get("/app", nil).doc(t)
+		if count(d, "usage-banner-80")+count(d, "usage-banner-100") != 0 {
+			t.Error("an unused key shows a usage warning")
+		}
+		check(t, d, `[data-testid="usage-limit"][data-policy="%s"]`, "usage", map[string][3]string{
+			"free-items":   {"", "50", "50"},
+			"free-reports": {"", "2", "2"},
+			"free-global":  {"0", "", "600"},
+		})
+	})
+
+	t.Run("developer, after traffic", func(t *testing.T) {
+		e.spend(k, p, "GET /api/items/{id}", 45)
+		d := e.signedIn(developerEmail).get("/app", nil).doc(t)
+		if count(d, "usage-banner-80") != 1 {
+			t.Error("45 of a burst of 50 spent shows no 80 % warning")
+		}
+		check(t, d, `[data-testid="usage-limit"][data-policy="%s"]`, "usage", map[string][3]string{
+			"free-items":  {"", "5", "50"},
+			"free-global": {"45", "", "600"},
+		})
+	})
+
+	t.Run("operator's live view", func(t *testing.T) {
+		d := e.signedIn(operatorEmail).get("/admin/live?keys="+strconv.FormatInt(k.ID, 10), nil).doc(t)
+		check(t, d, `[data-testid="live-limit"][data-limit="%s"]`, "live", map[string][3]string{
+			"free-items":   {"", "5", "50"},
+			"free-reports": {"", "2", "2"},
+			"free-global":  {"45", "", "600"},
+		})
 	})
 }
