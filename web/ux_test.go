@@ -164,7 +164,9 @@ func TestUnusedBucketsLookUnused(t *testing.T) {
 	k, _ := e.createKey(e.dev.ID, "idle")
 
 	gauge := func(row *goquery.Selection, prefix string) (string, string, string) {
-		f := func(id string) string { return strings.TrimSpace(row.Find(`[data-testid="` + prefix + "-" + id + `"]`).Text()) }
+		f := func(id string) string {
+			return strings.TrimSpace(row.Find(`[data-testid="` + prefix + "-" + id + `"]`).Text())
+		}
 		return f("used"), f("left"), f("max")
 	}
 	check := func(t *testing.T, d *goquery.Document, rowSel, prefix string, want map[string][3]string) {
