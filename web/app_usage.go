@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/views"
 )
 
@@ -106,7 +107,10 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 	for _, k := range keys {
 		subject := "key:" + strconv.FormatInt(k.ID, 10)
 		subjects = append(subjects, subject)
-		ku := views.MyKeyUsage{ID: k.ID, Name: k.Name, Prefix: k.Prefix, LastUsed: k.LastUsedAt}
+		ku := views.MyKeyUsage{ID: k.ID, Name: k.Name, Prefix: k.Prefix, LastUsed: k.LastUsedAt, Plan: planName(all, k.PlanSlug)}
+		// An operator may move one key to another plan; its limits are
+		// that plan's, so the page must not name only the account's.
+		out.MixedPlans = out.MixedPlans || ku.Plan != out.Plan
 		limits, err := s.keyLimits(ctx, k)
 		if err != nil {
 			return out, fmt.Errorf("usage: limits of key %d: %w", k.ID, err)
@@ -180,4 +184,15 @@ func routeCharts(points []enforce.UsagePoint, since, now time.Time) []views.Rout
 		return cmp.Compare(a.Route, b.Route)
 	})
 	return out
+}
+
+// planName is the name of the plan with the slug, or the slug when it is
+// not in the list (deleted since the list was read).
+func planName(all []plans.Plan, slug string) string {
+	for _, p := range all {
+		if p.Slug == slug {
+			return p.Name
+		}
+	}
+	return slug
 }

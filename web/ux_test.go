@@ -217,3 +217,79 @@ func TestUnusedBucketsLookUnused(t *testing.T) {
 		})
 	})
 }
+
+// TestPlanCountsIncludeKeysThroughTheirDeveloper: a key is on its
+// developer's plan unless it has its own, and on the default plan when
+// neither has one; the plans list counts it where it is.
+func TestPlanCountsIncludeKeysThroughTheirDeveloper(t *testing.T) {
+	e := newEnv(t)
+	starter := e.defaultPlan()
+	gold := e.createPlan("gold", searchTier)
+	silver := e.createPlan("silver", searchTier)
+	ctx := context.Background()
+	// dev is on gold with two keys of their own plan-less and one set to silver.
+	if _, err := e.pool.Exec(ctx, `UPDATE users SET plan_id = $1 WHERE id = $2`, gold.ID, e.dev.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.createKey(e.dev.ID, "a")
+	e.createKey(e.dev.ID, "b")
+	k, _ := e.createKey(e.dev.ID, "c")
+	if _, err := e.keys.SetPlan(ctx, "test", k.ID, &silver.ID); err != nil {
+		t.Fatal(err)
+	}
+	// another developer with no plan of their own: the default's, key and all.
+	other, err := e.users.Create(ctx, users.NewUser{Email: "nobody@example.com", Password: testPassword, Role: users.RoleDeveloper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE users SET plan_id = NULL WHERE id = $1`, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.createKey(other.ID, "d")
+
+	c := e.signedIn(operatorEmail)
+	d := c.get("/admin/plans", nil).doc(t)
+	got := map[string][2]string{}
+	d.Find(`[data-testid="plan-row"]`).Each(func(_ int, s *goquery.Selection) {
+		slug, _ := s.Attr("data-plan")
+		f := func(id string) string { return strings.TrimSpace(s.Find(`[data-testid="` + id + `"]`).Text()) }
+		got[slug] = [2]string{f("plan-keys"), f("plan-developers")}
+	})
+	want := map[string][2]string{starter.Slug: {"1", "1"}, gold.Slug: {"2", "1"}, silver.Slug: {"1", "0"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("plans (keys, developers) = %v, want %v", got, want)
+	}
+	detail := c.get(fmt.Sprintf("/admin/plans/%d", gold.ID), nil).doc(t)
+	if got := text(detail, "plan-counts"); got != "2 keys · 1 developers" {
+		t.Errorf("gold's detail counts %q", got)
+	}
+}
+
+// TestUsagePageNamesEachKeysPlan: a key an operator moved to another plan is
+// shown with that plan's name beside that plan's limits.
+func TestUsagePageNamesEachKeysPlan(t *testing.T) {
+	e := newEnv(t)
+	e.defaultPlan()
+	pro := e.createPlan("pro", searchTier)
+	moved, _ := e.createKey(e.dev.ID, "moved")
+	stayed, _ := e.createKey(e.dev.ID, "stayed")
+	if _, err := e.keys.SetPlan(context.Background(), "test", moved.ID, &pro.ID); err != nil {
+		t.Fatal(err)
+	}
+	d := e.signedIn(developerEmail).get("/app", nil).doc(t)
+	for _, tt := range []struct {
+		id           int64
+		plan, policy string
+	}{{moved.ID, "PRO", "pro-search"}, {stayed.ID, "Starter", "starter-search"}} {
+		sec := d.Find(fmt.Sprintf(`[data-testid="usage-key"][data-key="%d"]`, tt.id))
+		if got := strings.TrimSpace(sec.Find(`[data-testid="usage-key-plan"]`).Text()); got != tt.plan {
+			t.Errorf("key %d: plan %q, want %q", tt.id, got, tt.plan)
+		}
+		if sec.Find(fmt.Sprintf(`[data-policy="%s"]`, tt.policy)).Length() != 1 {
+			t.Errorf("key %d: no %s limit beside its plan", tt.id, tt.policy)
+		}
+	}
+	if count(d, "usage-mixed-plans") != 1 {
+		t.Error("the page names one plan while a key is on another, without saying so")
+	}
+}
