@@ -47,3 +47,26 @@ func Time(t *time.Time) string {
 
 // Int renders a count.
 func Int(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Expiry renders when a key stops working. A key set to expire on a day
+// works through that day and stops at the next midnight UTC; showing that
+// instant ("Dec 3 00:00") read as a day late, so it is shown as the day.
+func Expiry(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "never"
+	}
+	u := t.UTC()
+	if u.Equal(u.Truncate(24 * time.Hour)) {
+		return "end of " + u.Add(-24*time.Hour).Format(time.DateOnly)
+	}
+	return Time(t)
+}
+
+// PreviousSecret says until when a rotated key's previous secret works, or
+// "" when it no longer does.
+func PreviousSecret(until *time.Time, now time.Time) string {
+	if until == nil || !until.After(now) {
+		return ""
+	}
+	return "previous secret works until " + Time(until) + " UTC"
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 
@@ -292,4 +293,76 @@ func TestUsagePageNamesEachKeysPlan(t *testing.T) {
 	if count(d, "usage-mixed-plans") != 1 {
 		t.Error("the page names one plan while a key is on another, without saying so")
 	}
+}
+
+// TestFiguresSayWhatHappened: no traffic is a peak of 0; a key set to
+// expire on a day is listed with that day; after a rotation with a grace
+// the lists say the previous secret still works, and until when.
+func TestFiguresSayWhatHappened(t *testing.T) {
+	e := newEnv(t)
+	e.defaultPlan()
+	op := e.signedIn(operatorEmail)
+	dev := e.signedIn(developerEmail)
+
+	t.Run("no traffic, no peak", func(t *testing.T) {
+		if got := text(op.get("/admin", nil).doc(t), "peak-rate"); got != "0.0" {
+			t.Errorf("peak requests/s with no traffic = %q, want 0.0", got)
+		}
+	})
+
+	t.Run("expiry is the day chosen", func(t *testing.T) {
+		day := time.Now().UTC().AddDate(0, 0, 10).Format(time.DateOnly)
+		if res := dev.post("/app/keys", url.Values{"name": {"expiring"}, "expires": {day}}, nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("create: status %d", res.StatusCode)
+		}
+		keys, _, err := e.keys.List(context.Background(), apikeys.Filter{UserID: e.dev.ID, Limit: 10})
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys %v, %v", keys, err)
+		}
+		want := "end of " + day
+		mine := dev.get("/app/keys", nil).doc(t)
+		if got := text(mine, "my-key-expires"); got != want {
+			t.Errorf("developer's list: expires %q, want %q", got, want)
+		}
+		if got := text(op.get("/admin/keys", nil).doc(t), "key-expires"); got != want {
+			t.Errorf("operator's list: expires %q, want %q", got, want)
+		}
+		if got := text(op.get("/admin/keys/"+strconv.FormatInt(keys[0].ID, 10), nil).doc(t), "key-expires"); got != want {
+			t.Errorf("operator's key page: expires %q, want %q", got, want)
+		}
+	})
+
+	t.Run("the previous secret's grace is shown", func(t *testing.T) {
+		k, _ := e.createKey(e.dev.ID, "rotating")
+		path := "/app/keys/" + strconv.FormatInt(k.ID, 10)
+		for _, l := range []struct {
+			c    *client
+			page string
+			id   string
+		}{{dev, "/app/keys", "my-key-grace"}, {op, "/admin/keys", "key-grace"}, {op, "/admin/keys/" + strconv.FormatInt(k.ID, 10), "key-grace"}} {
+			d := l.c.get(l.page, nil).doc(t)
+			if count(d, l.id) != 0 {
+				t.Errorf("%s before any rotation shows a grace", l.page)
+			}
+		}
+		if res := dev.post(path+"/rotate", url.Values{"grace_seconds": {"3600"}}, nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("rotate: status %d", res.StatusCode)
+		}
+		cur, err := e.keys.Get(context.Background(), k.ID)
+		if err != nil || cur.PreviousSecretUntil == nil {
+			t.Fatalf("after rotation: previous secret until %v, %v", cur.PreviousSecretUntil, err)
+		}
+		want := "previous secret works until " + cur.PreviousSecretUntil.UTC().Format("2006-01-02 15:04") + " UTC"
+		mine := dev.get("/app/keys", nil).doc(t)
+		if got := strings.TrimSpace(mine.Find(fmt.Sprintf(`[data-testid="my-key"][data-key="%d"] [data-testid="my-key-grace"]`, k.ID)).Text()); got != want {
+			t.Errorf("developer's list: %q, want %q", got, want)
+		}
+		all := op.get("/admin/keys", nil).doc(t)
+		if got := strings.TrimSpace(all.Find(fmt.Sprintf(`[data-testid="key-row"][data-key="%d"] [data-testid="key-grace"]`, k.ID)).Text()); got != want {
+			t.Errorf("operator's list: %q, want %q", got, want)
+		}
+		if got := text(op.get("/admin/keys/"+strconv.FormatInt(k.ID, 10), nil).doc(t), "key-grace"); got != want {
+			t.Errorf("operator's key page: %q, want %q", got, want)
+		}
+	})
 }

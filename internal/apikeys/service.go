@@ -40,13 +40,16 @@ func NewService(pool *pgxpool.Pool, routes []string, logger *slog.Logger) *Servi
 	return &Service{pool: pool, routes: slices.Clone(routes), logger: logger}
 }
 
-// selectKeys reads keys with their owner, their current secret's prefix and
-// the plan that applies to them (own, else owner's, else default).
+// selectKeys reads keys with their owner, their current secret's prefix, the
+// plan that applies to them (own, else owner's, else default) and when the
+// last previous secret still in its rotation grace stops working.
 const selectKeys = `
 SELECT k.id, k.user_id, u.email AS owner_email, k.name,
        COALESCE((SELECT s.prefix FROM api_key_secrets s WHERE s.key_id = k.id ORDER BY s.id DESC LIMIT 1), '') AS prefix,
        k.plan_id, COALESCE(kp.slug, up.slug, dp.slug, '') AS plan_slug,
-       k.overrides, k.expires_at, k.revoked_at, k.last_used_at, k.created_at, k.version
+       k.overrides, k.expires_at, k.revoked_at, k.last_used_at, k.created_at, k.version,
+       (SELECT max(s.expires_at) FROM api_key_secrets s
+         WHERE s.key_id = k.id AND s.expires_at > now()) AS previous_secret_until
 FROM api_keys k
 JOIN users u ON u.id = k.user_id
 LEFT JOIN plans kp ON kp.id = k.plan_id
