@@ -51,7 +51,7 @@ type Key struct {
 	// PreviousSecretUntil is set after a rotation with a grace: when the
 	// last previous secret that still works stops working.
 	PreviousSecretUntil *time.Time `json:"previous_secret_until" db:"previous_secret_until"`
-	CreatedAt  time.Time          `json:"created_at" db:"created_at"`
+	CreatedAt           time.Time  `json:"created_at" db:"created_at"`
 	// Version is what SetOverrides must name (optimistic concurrency).
 	Version int `json:"version" db:"version"`
 }
