@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
 )
 
 func statusTitle(status int) string {
@@ -69,4 +71,21 @@ func PreviousSecret(until *time.Time, now time.Time) string {
 		return ""
 	}
 	return "previous secret works until " + Time(until) + " UTC"
+}
+
+// BurstText is what a tier's burst means for its algorithm: a token
+// bucket's capacity (0 is the limit, as the engine and the docs take it), a
+// leaky bucket's queue, nothing for the windows. Showing the stored 0 made
+// the table and the docs disagree.
+func BurstText(a enforce.Algorithm, limit, burst int64) string {
+	switch a {
+	case enforce.TokenBucket:
+		if burst == 0 {
+			burst = limit
+		}
+		return Int(burst)
+	case enforce.LeakyBucket:
+		return Int(burst) + " queued"
+	}
+	return "—"
 }

@@ -3,6 +3,8 @@ package web
 import (
 	"net/http"
 	"strings"
+
+	"github.com/sluicehq/sluice/static"
 )
 
 // maxFormBytes bounds every form body; the largest form (a plan with its
@@ -17,6 +19,9 @@ func (s *Server) routes() http.Handler {
 	op := func(h http.HandlerFunc) http.Handler { return s.requireRole("operator", h) }
 
 	mux.Handle("GET /static/{file}", staticHandler())
+	// Browsers and feed readers ask for /favicon.ico whatever the page
+	// links; a 404 there is noise in every log and console.
+	mux.Handle("GET /favicon.ico", http.RedirectHandler("/static/"+static.Icon, http.StatusMovedPermanently))
 	mux.HandleFunc("GET /{$}", s.home)
 	mux.HandleFunc("GET /signin", s.signInForm)
 	mux.HandleFunc("POST /signin", s.signIn)

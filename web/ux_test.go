@@ -366,3 +366,73 @@ func TestFiguresSayWhatHappened(t *testing.T) {
 		}
 	})
 }
+
+// TestPeopleReadNamesNotCodes: the audit log names people by email and
+// plans by name, tiers say their algorithm in words and their effective
+// burst, empty tables say why, and /favicon.ico is not a 404.
+func TestPeopleReadNamesNotCodes(t *testing.T) {
+	e := newEnv(t)
+	c := e.signedIn(operatorEmail)
+
+	t.Run("empty tables say why", func(t *testing.T) {
+		for _, tt := range []struct{ path, id string }{
+			{"/admin/keys", "keys-empty"},
+			{"/admin/developers?q=nobody-has-this", "developers-empty"},
+			{"/admin", "consumers-empty"},
+			{"/admin", "rejected-empty"},
+		} {
+			if count(c.get(tt.path, nil).doc(t), tt.id) != 1 {
+				t.Errorf("%s: no %s message", tt.path, tt.id)
+			}
+		}
+	})
+
+	p := e.createPlan("gold", plans.LimitInput{Name: "items", Route: "GET /api/items/{id}", Algorithm: "token_bucket", Limit: 7, WindowSeconds: 60})
+	form := url.Values{"version": {strconv.Itoa(e.dev.Version)}, "plan_id": {strconv.FormatInt(p.ID, 10)}}
+	if res := c.post(fmt.Sprintf("/admin/developers/%d/plan", e.dev.ID), form, nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("set plan: status %d", res.StatusCode)
+	}
+
+	t.Run("audit log", func(t *testing.T) {
+		d := c.get(fmt.Sprintf("/admin/audit?object_type=user&object_id=%d", e.dev.ID), nil).doc(t)
+		if got := text(d, "audit-row-actor"); got != operatorEmail {
+			t.Errorf("actor %q, want %q", got, operatorEmail)
+		}
+		if got := text(d, "audit-row-object"); got != "user "+developerEmail {
+			t.Errorf("object %q, want %q", got, "user "+developerEmail)
+		}
+		plan := c.get(fmt.Sprintf("/admin/audit?object_type=plan&object_id=%d", p.ID), nil).doc(t)
+		if got := text(plan, "audit-row-object"); got != "plan GOLD" {
+			t.Errorf("plan object %q, want %q", got, "plan GOLD")
+		}
+		byEmail := c.get("/admin/audit?actor="+url.QueryEscape(operatorEmail), nil)
+		if byEmail.StatusCode != http.StatusOK || count(byEmail.doc(t), "audit-row") == 0 {
+			t.Errorf("filter by the operator's email: status %d, %d rows", byEmail.StatusCode, count(byEmail.doc(t), "audit-row"))
+		}
+		unknown := c.get("/admin/audit?actor=ghost%40example.com", nil)
+		if unknown.StatusCode != http.StatusUnprocessableEntity || text(unknown.doc(t), "error-actor") != "no user has this email" {
+			t.Errorf("filter by an unknown email: status %d, error %q", unknown.StatusCode, text(unknown.doc(t), "error-actor"))
+		}
+	})
+
+	t.Run("tiers in words", func(t *testing.T) {
+		d := c.get(fmt.Sprintf("/admin/plans/%d", p.ID), nil).doc(t)
+		if got := text(d, "tier-algorithm"); got != "Token bucket" {
+			t.Errorf("algorithm %q, want Token bucket", got)
+		}
+		if got := text(d, "tier-burst"); got != "7" {
+			t.Errorf("burst of a token bucket with none set = %q, want its limit 7 (as the docs say)", got)
+		}
+	})
+
+	t.Run("favicon", func(t *testing.T) {
+		res := c.get("/favicon.ico", nil)
+		if res.StatusCode != http.StatusMovedPermanently {
+			t.Fatalf("status %d, want 301", res.StatusCode)
+		}
+		icon := c.get(res.Header.Get("Location"), nil)
+		if icon.StatusCode != http.StatusOK || icon.Header.Get("Content-Type") != "image/svg+xml" {
+			t.Errorf("icon: status %d, type %q", icon.StatusCode, icon.Header.Get("Content-Type"))
+		}
+	})
+}
