@@ -119,8 +119,8 @@ func (s *Server) keySetOverride(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	in, parseErrs := tierInput(r)
-	f := views.TierForm{Input: in, Errors: parseErrs}
+	in, parseErrs, typed := tierInput(r)
+	f := views.TierForm{Input: in, Errors: parseErrs, Typed: typed}
 	if len(parseErrs) == 0 {
 		overrides := slices.DeleteFunc(slices.Clone(k.Overrides), func(o plans.LimitInput) bool { return o.Name == in.Name })
 		overrides = append(overrides, in)

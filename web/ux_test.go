@@ -436,3 +436,45 @@ func TestPeopleReadNamesNotCodes(t *testing.T) {
 		}
 	})
 }
+
+// TestTierFormsKeepWhatWasTyped: a refused tier form names the field and
+// shows what was typed, never what parsing made of it; a typed cost of 0 is
+// refused rather than saved as 1.
+func TestTierFormsKeepWhatWasTyped(t *testing.T) {
+	e := newEnv(t)
+	p := e.createPlan("gold", searchTier)
+	c := e.signedIn(operatorEmail)
+	base := url.Values{"version": {strconv.Itoa(p.Version)}, "name": {"items"}, "route": {"GET /api/items/{id}"},
+		"algorithm": {"fixed_window"}, "limit": {"10"}, "window_seconds": {"60"}, "cost": {"1"}}
+	for _, tt := range []struct {
+		field, typed, input, want string
+	}{
+		{"limit", "99999999999999999999", "tier-input-limit", "is too large"},
+		{"window_seconds", "1.5", "tier-input-window", "must be a whole number"},
+		{"cost", "0", "tier-input-cost", "must be at least 1 (leave it blank for 1)"},
+	} {
+		t.Run(tt.field, func(t *testing.T) {
+			form := url.Values{}
+			for k, v := range base {
+				form[k] = v
+			}
+			form.Set(tt.field, tt.typed)
+			res := c.post(fmt.Sprintf("/admin/plans/%d/limits", p.ID), form, nil)
+			if res.StatusCode != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d, want 422", res.StatusCode)
+			}
+			d := res.doc(t)
+			if got := text(d, "error-"+tt.field); got != tt.want {
+				t.Errorf("error-%s = %q, want %q", tt.field, got, tt.want)
+			}
+			// The add form is the last one on the page.
+			if got, _ := d.Find(`[data-testid="` + tt.input + `"]`).Last().Attr("value"); got != tt.typed {
+				t.Errorf("%s shows %q, want what was typed, %q", tt.input, got, tt.typed)
+			}
+			cur, err := e.plans.Get(context.Background(), p.ID)
+			if err != nil || len(cur.Limits) != 1 {
+				t.Errorf("the refused tier was saved: %d tiers, %v", len(cur.Limits), err)
+			}
+		})
+	}
+}
