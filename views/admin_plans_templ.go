@@ -1217,7 +1217,7 @@ func TierEditRow(pl plans.Plan, routes []string, f TierForm) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 89, "\" data-testid=\"tier-edit-row\"><td data-label=\"Name\"><input name=\"name\" form=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 89, "\" class=\"tier-edit\" data-testid=\"tier-edit-row\"><td data-label=\"Name\"><input name=\"name\" form=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
