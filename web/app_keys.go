@@ -84,7 +84,7 @@ func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("key created by its owner", "user_id", u.ID, "key_id", k.ID)
-	s.handOver(w, r, u.ID, onceSecret{KeyID: k.ID, Secret: secret})
+	s.handOver(w, r, u.ID, secretPagePath(k.ID), onceSecret{KeyID: k.ID, Secret: secret})
 }
 
 // showMyKeySecret shows a key's new secret the one time its cookie arrives;
@@ -100,7 +100,7 @@ func (s *Server) showMyKeySecret(w http.ResponseWriter, r *http.Request) {
 	o, err := s.takeOver(w, r, u.ID, k.ID)
 	w.Header().Set("Cache-Control", "no-store")
 	if err != nil {
-		s.render(w, r, http.StatusOK, views.KeySecretGone(s.page(r, "Secret already shown", "app-keys"), k))
+		s.render(w, r, http.StatusOK, views.KeySecretGone(s.page(r, "Secret already shown", "app-keys"), k, "/app/keys"))
 		return
 	}
 	title := "Your new key"
@@ -109,6 +109,7 @@ func (s *Server) showMyKeySecret(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, http.StatusOK, views.KeySecret(s.page(r, title, "app-keys"), views.SecretShown{
 		Key: k, Secret: o.Secret, Rotated: o.Rotated, Grace: time.Duration(o.GraceSeconds) * time.Second, BaseURL: s.publicBase(r),
+		BackURL: "/app/keys",
 	}))
 }
 
@@ -150,7 +151,7 @@ func (s *Server) rotateMyKey(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("key rotated by its owner", "key_id", k.ID, "grace", grace)
 	u, _ := s.currentUser(r)
-	s.handOver(w, r, u.ID, onceSecret{KeyID: k.ID, Secret: secret, Rotated: true, GraceSeconds: int64(grace / time.Second)})
+	s.handOver(w, r, u.ID, secretPagePath(k.ID), onceSecret{KeyID: k.ID, Secret: secret, Rotated: true, GraceSeconds: int64(grace / time.Second)})
 }
 
 // confirmRevokeMyKey asks before revoking.

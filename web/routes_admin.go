@@ -28,7 +28,12 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}/delete", op(s.tierDelete))
 
 	mux.Handle("GET /admin/keys", op(s.keysList))
+	mux.Handle("GET /admin/keys/new", op(s.keyIssueForm))
+	mux.Handle("POST /admin/keys", op(s.keyIssue))
 	mux.Handle("GET /admin/keys/{id}", op(s.keyShow))
+	mux.Handle("GET /admin/keys/{id}/secret", op(s.keySecretShow))
+	mux.Handle("POST /admin/keys/{id}/rotate", op(s.keyRotate))
+	mux.Handle("POST /admin/keys/{id}/expiry", op(s.keySetExpiry))
 	mux.Handle("POST /admin/keys/{id}/plan", op(s.keySetPlan))
 	mux.Handle("POST /admin/keys/{id}/overrides", op(s.keySetOverride))
 	mux.Handle("POST /admin/keys/{id}/overrides/delete", op(s.keyDeleteOverride))

@@ -59,18 +59,21 @@ func newSecretSealer(sessionSecret []byte) secretSealer {
 	return secretSealer{aead: aead}
 }
 
-// secretPagePath is the page that shows key id's new secret once.
+// secretPagePath is the page that shows key id's new secret once to its
+// developer; operatorSecretPath shows it to the operator who issued it.
 func secretPagePath(keyID int64) string {
 	return "/app/keys/" + strconv.FormatInt(keyID, 10) + "/secret"
 }
+
+func operatorSecretPath(keyID int64) string { return keyPath(keyID) + "/secret" }
 
 // bindTo is the additional data a cookie is sealed with: a cookie made for
 // one developer opens for no other.
 func bindTo(userID int64) []byte { return []byte("user:" + strconv.FormatInt(userID, 10)) }
 
-// handOver sets the cookie carrying the secret for the developer userID
-// and redirects to the page that shows it.
-func (s *Server) handOver(w http.ResponseWriter, r *http.Request, userID int64, o onceSecret) {
+// handOver sets the cookie carrying the secret for the viewer userID and
+// redirects to page, which shows it.
+func (s *Server) handOver(w http.ResponseWriter, r *http.Request, userID int64, page string, o onceSecret) {
 	o.Until = s.now().Add(secretOnceMaxAge).Unix()
 	plain, err := json.Marshal(o)
 	if err != nil {
@@ -86,24 +89,24 @@ func (s *Server) handOver(w http.ResponseWriter, r *http.Request, userID int64, 
 	http.SetCookie(w, &http.Cookie{
 		Name:     secretOnceCookie,
 		Value:    base64.RawURLEncoding.EncodeToString(sealed),
-		Path:     secretPagePath(o.KeyID),
+		Path:     page,
 		MaxAge:   int(secretOnceMaxAge / time.Second),
 		HttpOnly: true,
 		Secure:   s.secureRequest(r),
 		SameSite: http.SameSiteStrictMode,
 	})
-	http.Redirect(w, r, secretPagePath(o.KeyID), http.StatusSeeOther)
+	http.Redirect(w, r, page, http.StatusSeeOther)
 }
 
-// takeOver reads and clears the cookie for key keyID; errSecretGone when
-// there is none that opens for this developer and key.
+// takeOver reads and clears the cookie for key keyID on this page;
+// errSecretGone when there is none that opens for this viewer and key.
 func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, userID, keyID int64) (onceSecret, error) {
 	c, err := r.Cookie(secretOnceCookie)
 	if err != nil {
 		return onceSecret{}, errSecretGone
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: secretOnceCookie, Path: secretPagePath(keyID), MaxAge: -1,
+		Name: secretOnceCookie, Path: r.URL.Path, MaxAge: -1,
 		HttpOnly: true, Secure: s.secureRequest(r), SameSite: http.SameSiteStrictMode,
 	})
 	sealed, err := base64.RawURLEncoding.DecodeString(c.Value)

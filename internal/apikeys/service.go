@@ -283,6 +283,23 @@ func (s *Service) SetPlan(ctx context.Context, actor string, id int64, planID *i
 	})
 }
 
+const setExpiry = `UPDATE api_keys SET expires_at = $2, version = version + 1 WHERE id = $1`
+
+// SetExpiry sets, moves or (nil) removes when the key stops working; an
+// expired key can be given a later expiry, which makes it work again. The
+// change reaches every instance's snapshot through the key table's NOTIFY.
+// Errors: *plans.ValidationError (expiry not in the future), ErrNotFound,
+// ErrRevoked.
+func (s *Service) SetExpiry(ctx context.Context, actor string, id int64, expiresAt *time.Time) (Key, error) {
+	if expiresAt != nil && !expiresAt.After(time.Now()) {
+		return Key{}, &plans.ValidationError{Fields: []plans.FieldError{{Field: "expires_at", Message: "must be in the future"}}}
+	}
+	return s.change(ctx, actor, id, "key.expiry", func(tx pgx.Tx, _ Key) error {
+		_, err := tx.Exec(ctx, setExpiry, id, expiresAt)
+		return err
+	})
+}
+
 // change runs one edit of a revocable key and audits it.
 func (s *Service) change(ctx context.Context, actor string, id int64, action string, edit func(pgx.Tx, Key) error) (Key, error) {
 	var after Key
