@@ -24,7 +24,15 @@ func (s *Server) developersData(r *http.Request, q string) (views.DevelopersList
 	if err != nil {
 		return views.DevelopersList{}, err
 	}
-	return views.DevelopersList{Query: q, Developers: devs, Plans: all}, nil
+	ids := make([]int64, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	disabled, err := s.deps.Users.DisabledSince(ctx, ids)
+	if err != nil {
+		return views.DevelopersList{}, err
+	}
+	return views.DevelopersList{Query: q, Developers: devs, Plans: all, Disabled: disabled}, nil
 }
 
 func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +41,13 @@ func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	if r.URL.Query().Get("saved") != "" {
+	switch r.URL.Query().Get("saved") {
+	case "":
+	case "disable":
+		l.Message = "Developer disabled: every key of theirs is refused from now on, on every instance."
+	case "enable":
+		l.Message = "Developer enabled: their keys work again."
+	default:
 		l.Message = "Plan changed."
 	}
 	s.render(w, r, http.StatusOK, views.DevelopersPage(s.page(r, "Developers", "developers"), l))

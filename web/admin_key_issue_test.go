@@ -155,3 +155,55 @@ func TestOperatorIssuesRotatesAndExpiresKeys(t *testing.T) {
 
 // expiry renders an expiry as the pages do.
 func expiry(t *time.Time) string { return webviews.Expiry(t) }
+
+// TestDeveloperDisable: the developers list disables and re-enables a
+// developer, says so, and audits both; operators cannot be disabled.
+func TestDeveloperDisable(t *testing.T) {
+	e := newEnv(t)
+	e.defaultPlan()
+	c := e.signedIn(operatorEmail)
+	ctx := context.Background()
+	path := "/admin/developers/" + strconv.FormatInt(e.dev.ID, 10)
+	state := func() string {
+		d := c.get("/admin/developers", nil).doc(t)
+		return strings.TrimSpace(d.Find(`[data-developer="` + developerEmail + `"] [data-testid="developer-state"]`).Text())
+	}
+	if got := state(); got != "active" {
+		t.Fatalf("state before %q", got)
+	}
+	res := c.post(path+"/disable", nil, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("disable: status %d", res.StatusCode)
+	}
+	if got := state(); !strings.HasPrefix(got, "disabled since ") {
+		t.Errorf("state after disable %q", got)
+	}
+	if msg := text(c.get(res.Header.Get("Location"), nil).doc(t), "saved"); !strings.Contains(msg, "every key of theirs is refused") {
+		t.Errorf("message %q", msg)
+	}
+	if res := c.post(path+"/enable", nil, nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("enable: status %d", res.StatusCode)
+	}
+	if got := state(); got != "active" {
+		t.Errorf("state after enable %q", got)
+	}
+	var actions []string
+	rows, err := e.pool.Query(ctx, `SELECT action FROM audit_log WHERE object_type = 'user' AND object_id = $1 ORDER BY id`, strconv.FormatInt(e.dev.ID, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a string
+		_ = rows.Scan(&a)
+		actions = append(actions, a)
+	}
+	if strings.Join(actions, ",") != "user.disable,user.enable" {
+		t.Errorf("audit actions %v", actions)
+	}
+	if res := c.post("/admin/developers/"+strconv.FormatInt(e.operator.ID, 10)+"/disable", nil, nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("disable an operator: status %d, want 404", res.StatusCode)
+	}
+	if res := e.signedIn(developerEmail).post(path+"/disable", nil, nil); res.StatusCode != http.StatusForbidden {
+		t.Errorf("a developer disabling: status %d, want 403", res.StatusCode)
+	}
+}

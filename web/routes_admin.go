@@ -42,6 +42,8 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 
 	mux.Handle("GET /admin/developers", op(s.developersList))
 	mux.Handle("POST /admin/developers/{id}/plan", op(s.developerSetPlan))
+	mux.Handle("POST /admin/developers/{id}/disable", op(s.developerDisable))
+	mux.Handle("POST /admin/developers/{id}/enable", op(s.developerEnable))
 
 	mux.Handle("GET /admin/audit", op(s.auditList))
 }
