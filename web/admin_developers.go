@@ -11,14 +11,24 @@ import (
 	"github.com/sluicehq/sluice/views"
 )
 
-// developersPageSize caps the developers list; the search narrows it.
-const developersPageSize = 200
+// developersPageSize is one page of the developers list; the search
+// narrows it and the page links move through it.
+const developersPageSize = 50
 
 func (s *Server) developersData(r *http.Request, q string) (views.DevelopersList, error) {
 	ctx := r.Context()
-	devs, err := s.deps.Users.List(ctx, users.ListFilter{Role: users.RoleDeveloper, EmailContains: q, Limit: developersPageSize})
+	offset, err := strconv.Atoi(r.URL.Query().Get("offset"))
+	if err != nil || offset < 0 {
+		offset = 0
+	}
+	// One more than a page says whether another page follows.
+	devs, err := s.deps.Users.List(ctx, users.ListFilter{Role: users.RoleDeveloper, EmailContains: q, Limit: developersPageSize + 1, Offset: offset})
 	if err != nil {
 		return views.DevelopersList{}, err
+	}
+	more := len(devs) > developersPageSize
+	if more {
+		devs = devs[:developersPageSize]
 	}
 	all, err := s.deps.Plans.List(ctx)
 	if err != nil {
@@ -32,7 +42,8 @@ func (s *Server) developersData(r *http.Request, q string) (views.DevelopersList
 	if err != nil {
 		return views.DevelopersList{}, err
 	}
-	return views.DevelopersList{Query: q, Developers: devs, Plans: all, Disabled: disabled}, nil
+	return views.DevelopersList{Query: q, Developers: devs, Plans: all, Disabled: disabled,
+		Offset: offset, PageSize: developersPageSize, More: more}, nil
 }
 
 func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {

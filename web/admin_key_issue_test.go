@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+
+	"github.com/PuerkitoBio/goquery"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -205,5 +207,44 @@ func TestDeveloperDisable(t *testing.T) {
 	}
 	if res := e.signedIn(developerEmail).post(path+"/disable", nil, nil); res.StatusCode != http.StatusForbidden {
 		t.Errorf("a developer disabling: status %d, want 403", res.StatusCode)
+	}
+}
+
+// TestDevelopersListPages: the list shows 50 developers a page with links
+// that keep the search; no developer is on two pages or none.
+func TestDevelopersListPages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 60 {
+		if _, err := e.pool.Exec(ctx, `INSERT INTO users (email, password_hash, role) VALUES ($1, 'x', 'developer')`,
+			"team"+strconv.Itoa(i)+"@corp.example"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.signedIn(operatorEmail)
+	seen := map[string]bool{}
+	next := "/admin/developers?q=corp.example"
+	pages := 0
+	for next != "" {
+		d := c.get(next, nil).doc(t)
+		pages++
+		d.Find(`[data-testid="developer-row"]`).Each(func(_ int, s *goquery.Selection) {
+			email, _ := s.Attr("data-developer")
+			if seen[email] {
+				t.Errorf("%s is on two pages", email)
+			}
+			seen[email] = true
+		})
+		href, ok := d.Find(`[data-testid="developers-next"]`).Attr("href")
+		if ok && !strings.Contains(href, "q=corp.example") {
+			t.Errorf("next link %q loses the search", href)
+		}
+		next = href
+		if pages > 3 {
+			t.Fatal("more than 3 pages for 60 developers")
+		}
+	}
+	if pages != 2 || len(seen) != 60 {
+		t.Errorf("%d pages, %d developers, want 2 and 60", pages, len(seen))
 	}
 }
