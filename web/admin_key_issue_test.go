@@ -2,14 +2,14 @@ package web_test
 
 import (
 	"context"
-
-	"github.com/PuerkitoBio/goquery"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/PuerkitoBio/goquery"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	webviews "github.com/sluicehq/sluice/views"
