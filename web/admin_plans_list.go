@@ -28,5 +28,5 @@ func (s *Server) plansList(w http.ResponseWriter, r *http.Request) {
 		u := usage[p.ID]
 		rows[i] = views.PlanRow{Plan: p, Keys: c.KeysOnPlan, Developers: c.DevelopersOnPlan, Admitted: u.Admitted, Rejected: u.Rejected}
 	}
-	s.render(w, r, http.StatusOK, views.PlansPage(s.page(r, "Plans", "plans"), views.PlansList{Rows: rows, UsageNote: note}))
+	s.render(w, r, http.StatusOK, views.PlansPage(s.page(r, "Plans", "plans"), views.PlansList{Rows: rows, UsageNote: note, Deleted: r.URL.Query().Get("deleted")}))
 }

@@ -22,6 +22,8 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/plans/{id}", op(s.planShow))
 	mux.Handle("POST /admin/plans/{id}", op(s.planUpdate))
 	mux.Handle("POST /admin/plans/{id}/limits", op(s.tierAdd))
+	mux.Handle("POST /admin/plans/{id}/delete", op(s.planDelete))
+	mux.Handle("POST /admin/plans/{id}/clone", op(s.planClone))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}", op(s.tierShow))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}/edit", op(s.tierEditForm))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))

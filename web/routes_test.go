@@ -51,6 +51,8 @@ func TestOperatorRoutesCheckTheRole(t *testing.T) {
 		{"POST", "/admin/keys/" + key + "/overrides/delete", http.StatusConflict},
 		{"GET", "/admin/keys/" + key + "/revoke", http.StatusOK},
 		{"GET", "/admin/keys/new", http.StatusOK},
+		{"POST", "/admin/plans/" + plan + "/delete", http.StatusConflict},
+		{"POST", "/admin/plans/" + plan + "/clone", http.StatusSeeOther},
 		{"POST", "/admin/keys", http.StatusUnprocessableEntity},
 		{"GET", "/admin/keys/" + key + "/secret", http.StatusOK},
 		{"POST", "/admin/keys/" + key + "/rotate", http.StatusBadRequest},

@@ -1,0 +1,99 @@
+package web_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/plans"
+)
+
+// TestPlanDeleteSaysWhoHoldsIt: a plan in use is not deleted and the page
+// names the developers and keys on it; once they move, it is deleted; the
+// default plan is refused; a clone copies the tiers under a free slug.
+func TestPlanDeleteSaysWhoHoldsIt(t *testing.T) {
+	e := newEnv(t)
+	def := e.defaultPlan()
+	gold := e.createPlan("gold", searchTier)
+	c := e.signedIn(operatorEmail)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `UPDATE users SET plan_id = $1 WHERE id = $2`, gold.ID, e.dev.ID); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := e.createKey(e.dev.ID, "ci")
+	if _, err := e.keys.SetPlan(ctx, "test", k.ID, &gold.ID); err != nil {
+		t.Fatal(err)
+	}
+	del := func(id int64, confirm bool) response {
+		form := url.Values{}
+		if confirm {
+			form.Set("confirm", "1")
+		}
+		return c.post(fmt.Sprintf("/admin/plans/%d/delete", id), form, nil)
+	}
+
+	t.Run("unconfirmed", func(t *testing.T) {
+		res := del(gold.ID, false)
+		if res.StatusCode != http.StatusConflict || !strings.Contains(text(res.doc(t), "delete-refused"), "Tick the box") {
+			t.Errorf("status %d, %q", res.StatusCode, text(res.doc(t), "delete-refused"))
+		}
+	})
+	t.Run("in use: says by whom", func(t *testing.T) {
+		res := del(gold.ID, true)
+		d := res.doc(t)
+		if res.StatusCode != http.StatusConflict {
+			t.Fatalf("status %d, want 409", res.StatusCode)
+		}
+		if got := text(d, "delete-holders-developers"); got != developerEmail {
+			t.Errorf("developers named %q", got)
+		}
+		if got := text(d, "delete-holders-keys"); got != "ci ("+developerEmail+")" {
+			t.Errorf("keys named %q", got)
+		}
+		if _, err := e.plans.Get(ctx, gold.ID); err != nil {
+			t.Errorf("the plan in use is gone: %v", err)
+		}
+	})
+	t.Run("the default plan", func(t *testing.T) {
+		if res := del(def.ID, true); res.StatusCode != http.StatusConflict || !strings.Contains(text(res.doc(t), "delete-refused"), "default") {
+			t.Errorf("status %d, %q", res.StatusCode, text(res.doc(t), "delete-refused"))
+		}
+	})
+	t.Run("clone", func(t *testing.T) {
+		for _, want := range []string{"gold-copy", "gold-copy-2"} {
+			res := c.post(fmt.Sprintf("/admin/plans/%d/clone", gold.ID), nil, nil)
+			if res.StatusCode != http.StatusSeeOther {
+				t.Fatalf("status %d", res.StatusCode)
+			}
+			cp, err := e.plans.GetBySlug(ctx, want)
+			if err != nil {
+				t.Fatalf("no plan %s: %v", want, err)
+			}
+			if cp.Name != "Copy of GOLD" || cp.IsPublic || cp.IsDefault || len(cp.Limits) != 1 || cp.Limits[0].Limit != searchTier.Limit || cp.Limits[0].Burst != searchTier.Burst {
+				t.Errorf("copy %+v", cp)
+			}
+		}
+	})
+	t.Run("deleted once free", func(t *testing.T) {
+		if _, err := e.keys.SetPlan(ctx, "test", k.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(ctx, `UPDATE users SET plan_id = NULL WHERE id = $1`, e.dev.ID); err != nil {
+			t.Fatal(err)
+		}
+		res := del(gold.ID, true)
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("status %d, want 303", res.StatusCode)
+		}
+		if _, err := e.plans.Get(ctx, gold.ID); !errors.Is(err, plans.ErrNotFound) {
+			t.Errorf("after delete: %v, want ErrNotFound", err)
+		}
+		if got := text(c.get(res.Header.Get("Location"), nil).doc(t), "plan-deleted"); got != "Plan GOLD deleted." {
+			t.Errorf("confirmation %q", got)
+		}
+	})
+}
