@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/PuerkitoBio/goquery"
 
 	"github.com/sluicehq/sluice/internal/plans"
 )
@@ -96,4 +99,47 @@ func TestPlanDeleteSaysWhoHoldsIt(t *testing.T) {
 			t.Errorf("confirmation %q", got)
 		}
 	})
+}
+
+// TestSignUpChoosesAPublicPlan: with more than one public plan the sign-up
+// form offers them, the default selected; the choice is the developer's
+// plan; a private or unknown plan is refused with the field named.
+func TestSignUpChoosesAPublicPlan(t *testing.T) {
+	e := newEnv(t)
+	def := e.defaultPlan()
+	pro := e.createPlan("pro", searchTier) // public
+	secret, err := e.plans.Create(context.Background(), "test", plans.PlanInput{Slug: "partner", Name: "Partner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.anonymous()
+	d := c.get("/signup", nil).doc(t)
+	var offered []string
+	d.Find(`[data-testid="signup-plan-choice"] option`).Each(func(_ int, s *goquery.Selection) {
+		v, _ := s.Attr("value")
+		if _, sel := s.Attr("selected"); sel {
+			v += "*"
+		}
+		offered = append(offered, v)
+	})
+	want := []string{fmt.Sprint(def.ID) + "*", fmt.Sprint(pro.ID)}
+	slices.Sort(offered)
+	slices.Sort(want)
+	if fmt.Sprint(offered) != fmt.Sprint(want) {
+		t.Errorf("offered %v, want %v (default selected, the private plan absent)", offered, want)
+	}
+	for _, bad := range []int64{secret.ID, 999999} {
+		res := c.post("/signup", url.Values{"email": {"new@example.com"}, "password": {testPassword}, "plan_id": {fmt.Sprint(bad)}}, fromIP("198.51.100.7"))
+		if res.StatusCode != http.StatusUnprocessableEntity || text(res.doc(t), "error-plan_id") != "is not a plan you can choose" {
+			t.Errorf("plan %d: status %d, error %q", bad, res.StatusCode, text(res.doc(t), "error-plan_id"))
+		}
+	}
+	res := c.post("/signup", url.Values{"email": {"new@example.com"}, "password": {testPassword}, "plan_id": {fmt.Sprint(pro.ID)}}, fromIP("198.51.100.7"))
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign up on pro: status %d", res.StatusCode)
+	}
+	u, err := e.users.ByEmail(context.Background(), "new@example.com")
+	if err != nil || u.PlanID == nil || *u.PlanID != pro.ID {
+		t.Errorf("new developer's plan %v, %v; want pro %d", u.PlanID, err, pro.ID)
+	}
 }
