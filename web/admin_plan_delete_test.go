@@ -143,3 +143,40 @@ func TestSignUpChoosesAPublicPlan(t *testing.T) {
 		t.Errorf("new developer's plan %v, %v; want pro %d", u.PlanID, err, pro.ID)
 	}
 }
+
+// TestLiveViewFindsKeys: the live view watches the keys found by a prefix,
+// a name or an owner's email, and says so when none matches.
+func TestLiveViewFindsKeys(t *testing.T) {
+	e := newEnv(t)
+	e.defaultPlan()
+	a, secretA := e.createKey(e.dev.ID, "billing backend")
+	b, _ := e.createKey(e.dev.ID, "search worker")
+	c := e.signedIn(operatorEmail)
+	watched := func(q string) []string {
+		var ids []string
+		c.get("/admin/live?q="+url.QueryEscape(q), nil).doc(t).Find(`[data-testid="live-key"]`).Each(func(_ int, s *goquery.Selection) {
+			id, _ := s.Attr("data-key")
+			ids = append(ids, id)
+		})
+		slices.Sort(ids)
+		return ids
+	}
+	both := []string{fmt.Sprint(a.ID), fmt.Sprint(b.ID)}
+	slices.Sort(both)
+	for _, tt := range []struct {
+		q    string
+		want []string
+	}{
+		{secretA[:12], []string{fmt.Sprint(a.ID)}},
+		{"worker", []string{fmt.Sprint(b.ID)}},
+		{developerEmail, both},
+	} {
+		if got := watched(tt.q); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("q=%q watches %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	res := c.get("/admin/live?q=nothing-like-this", nil)
+	if got := text(res.doc(t), "live-error"); got != `No active key matches "nothing-like-this".` {
+		t.Errorf("no match: %q", got)
+	}
+}
