@@ -32,24 +32,23 @@ func TestTierEditFitsAt1280(t *testing.T) {
 		chromedp.Click(tid("tier-edit")),
 		chromedp.WaitVisible(tid("tier-save")),
 	)
-	type box struct {
-		Save, Cancel, Scroller float64
-	}
-	b, err := chromedp.Run(ctx, chromedp.Evaluate[box](`(() => {
-		const right = e => e.getBoundingClientRect().right;
+	// htmx settles a swapped row a moment after it is visible; the layout
+	// is read once it is bound, and again until it holds still.
+	do(t, ctx, "row settled", htmxBound(`[data-testid="tier-edit-row"] form`))
+	const measure = `(() => {
+		const right = e => Math.round(e.getBoundingClientRect().right);
 		const row = document.querySelector('[data-testid="tier-edit-row"]');
-		return {
-			save: right(row.querySelector('[data-testid="tier-save"]')),
-			cancel: right(row.querySelector('[data-testid="tier-cancel"]') || row.querySelector('[data-testid="tier-save"]')),
-			scroller: right(row.closest('.scroll') || row.closest('table')),
-		};
-	})()`))
-	if err != nil {
-		t.Fatal(err)
-	}
+		return {save: right(row.querySelector('[data-testid="tier-save"]')),
+			cancel: right(row.querySelector('[data-testid="tier-cancel"]')),
+			box: right(row.closest('.scroll'))};
+	})()`
+	type box struct{ Save, Cancel, Box int }
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const m = `+measure+`; return m.save <= m.box && m.cancel <= m.box; })()`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second)))
 	screenshot(t, ctx, "tier-edit-1280")
-	if b.Save > b.Scroller || b.Cancel > b.Scroller {
-		t.Errorf("Save ends at %.0f px and Cancel at %.0f px, outside the table's box ending at %.0f px", b.Save, b.Cancel, b.Scroller)
+	if err != nil {
+		b, _ := chromedp.Run(ctx, chromedp.Evaluate[box](measure))
+		t.Errorf("Save ends at %d px and Cancel at %d px, outside the table's box ending at %d px (%v)", b.Save, b.Cancel, b.Box, err)
 	}
 }
 
