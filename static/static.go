@@ -7,13 +7,14 @@ import "embed"
 
 // FS holds every asset under its file name, e.g. "htmx-2.0.11.min.js".
 //
-//go:embed *.css *.js
+//go:embed *.css *.js *.svg
 var FS embed.FS
 
 // The asset names the layout links. Change them together with the files.
 const (
-	CSS  = "sluice-1.css"
+	CSS  = "sluice-2.css"
 	JS   = "sluice-1.js" // the dashboard's own behaviour (no inline script)
 	HTMX = "htmx-2.0.11.min.js"
 	SSE  = "htmx-ext-sse-2.2.4.min.js"
+	Icon = "favicon-1.svg"
 )

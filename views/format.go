@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
 )
 
 func statusTitle(status int) string {
@@ -47,3 +49,43 @@ func Time(t *time.Time) string {
 
 // Int renders a count.
 func Int(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Expiry renders when a key stops working. A key set to expire on a day
+// works through that day and stops at the next midnight UTC; showing that
+// instant ("Dec 3 00:00") read as a day late, so it is shown as the day.
+func Expiry(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "never"
+	}
+	u := t.UTC()
+	if u.Equal(u.Truncate(24 * time.Hour)) {
+		return "end of " + u.Add(-24*time.Hour).Format(time.DateOnly)
+	}
+	return Time(t)
+}
+
+// PreviousSecret says until when a rotated key's previous secret works, or
+// "" when it no longer does.
+func PreviousSecret(until *time.Time, now time.Time) string {
+	if until == nil || !until.After(now) {
+		return ""
+	}
+	return "previous secret works until " + Time(until) + " UTC"
+}
+
+// BurstText is what a tier's burst means for its algorithm: a token
+// bucket's capacity (0 is the limit, as the engine and the docs take it), a
+// leaky bucket's queue, nothing for the windows. Showing the stored 0 made
+// the table and the docs disagree.
+func BurstText(a enforce.Algorithm, limit, burst int64) string {
+	switch a {
+	case enforce.TokenBucket:
+		if burst == 0 {
+			burst = limit
+		}
+		return Int(burst)
+	case enforce.LeakyBucket:
+		return Int(burst) + " queued"
+	}
+	return "—"
+}

@@ -1,12 +1,14 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
 
@@ -27,7 +29,21 @@ func (s *Server) auditList(w http.ResponseWriter, r *http.Request) {
 		Since:      q.Get("since"),
 		Until:      q.Get("until"),
 	}, Errors: views.FieldErrors{}}
-	f := audit.Filter{Actor: l.Filter.Actor, ObjectType: l.Filter.ObjectType, ObjectID: l.Filter.ObjectID, Limit: auditPageSize}
+	actor := l.Filter.Actor
+	// People filter by the email the page shows; the log records the id.
+	if strings.Contains(actor, "@") {
+		u, err := s.deps.Users.ByEmail(r.Context(), actor)
+		switch {
+		case errors.Is(err, users.ErrNotFound):
+			l.Errors["actor"] = "no user has this email"
+		case err != nil:
+			s.error(w, r, err)
+			return
+		default:
+			actor = "user:" + strconv.FormatInt(u.ID, 10)
+		}
+	}
+	f := audit.Filter{Actor: actor, ObjectType: l.Filter.ObjectType, ObjectID: l.Filter.ObjectID, Limit: auditPageSize}
 	parseTime := func(field, v string) time.Time {
 		if v == "" {
 			return time.Time{}
@@ -55,6 +71,10 @@ func (s *Server) auditList(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		l.Entries = entries
+		if l.Names, err = s.auditNames(r.Context(), entries); err != nil {
+			s.error(w, r, err)
+			return
+		}
 		if len(entries) == auditPageSize {
 			l.NextBefore = entries[len(entries)-1].ID
 		}

@@ -11,20 +11,39 @@ import (
 	"github.com/sluicehq/sluice/views"
 )
 
-// developersPageSize caps the developers list; the search narrows it.
-const developersPageSize = 200
+// developersPageSize is one page of the developers list; the search
+// narrows it and the page links move through it.
+const developersPageSize = 50
 
 func (s *Server) developersData(r *http.Request, q string) (views.DevelopersList, error) {
 	ctx := r.Context()
-	devs, err := s.deps.Users.List(ctx, users.ListFilter{Role: users.RoleDeveloper, EmailContains: q, Limit: developersPageSize})
+	offset, err := strconv.Atoi(r.URL.Query().Get("offset"))
+	if err != nil || offset < 0 {
+		offset = 0
+	}
+	// One more than a page says whether another page follows.
+	devs, err := s.deps.Users.List(ctx, users.ListFilter{Role: users.RoleDeveloper, EmailContains: q, Limit: developersPageSize + 1, Offset: offset})
 	if err != nil {
 		return views.DevelopersList{}, err
+	}
+	more := len(devs) > developersPageSize
+	if more {
+		devs = devs[:developersPageSize]
 	}
 	all, err := s.deps.Plans.List(ctx)
 	if err != nil {
 		return views.DevelopersList{}, err
 	}
-	return views.DevelopersList{Query: q, Developers: devs, Plans: all}, nil
+	ids := make([]int64, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	disabled, err := s.deps.Users.DisabledSince(ctx, ids)
+	if err != nil {
+		return views.DevelopersList{}, err
+	}
+	return views.DevelopersList{Query: q, Developers: devs, Plans: all, Disabled: disabled,
+		Offset: offset, PageSize: developersPageSize, More: more}, nil
 }
 
 func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +52,13 @@ func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	if r.URL.Query().Get("saved") != "" {
+	switch r.URL.Query().Get("saved") {
+	case "":
+	case "disable":
+		l.Message = "Developer disabled: every key of theirs is refused from now on, on every instance."
+	case "enable":
+		l.Message = "Developer enabled: their keys work again."
+	default:
 		l.Message = "Plan changed."
 	}
 	s.render(w, r, http.StatusOK, views.DevelopersPage(s.page(r, "Developers", "developers"), l))

@@ -28,7 +28,7 @@ func (s *Server) keyPage(ctx context.Context, id int64) (views.KeyPage, error) {
 	if err != nil {
 		return views.KeyPage{}, err
 	}
-	return views.KeyPage{Key: k, Plans: all, Routes: s.tierRoutes(ctx), Now: s.now()}, nil
+	return views.KeyPage{Key: k, Plans: all, Routes: s.tierRoutes(ctx), Now: s.now(), Expires: views.ExpiryDate(k.ExpiresAt)}, nil
 }
 
 func (s *Server) renderKeyPage(w http.ResponseWriter, r *http.Request, status int, v views.KeyPage) {
@@ -119,8 +119,8 @@ func (s *Server) keySetOverride(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	in, parseErrs := tierInput(r)
-	f := views.TierForm{Input: in, Errors: parseErrs}
+	in, parseErrs, typed := tierInput(r)
+	f := views.TierForm{Input: in, Errors: parseErrs, Typed: typed}
 	if len(parseErrs) == 0 {
 		overrides := slices.DeleteFunc(slices.Clone(k.Overrides), func(o plans.LimitInput) bool { return o.Name == in.Name })
 		overrides = append(overrides, in)

@@ -64,11 +64,20 @@ func (s *Server) liveKeys(w http.ResponseWriter, r *http.Request) {
 	ids, raw, err := parseKeyIDs(r.URL.Query())
 	p := s.page(r, "Live keys", "usage")
 	p.SSE = true
-	v := views.LivePage{Query: raw}
+	v := views.LivePage{Query: raw, Search: strings.TrimSpace(r.URL.Query().Get("q"))}
 	if err != nil {
 		v.Error = err.Error()
 		s.render(w, r, http.StatusBadRequest, views.LiveKeysPage(p, v))
 		return
+	}
+	if len(ids) == 0 && v.Search != "" {
+		if ids, err = s.liveSearch(r.Context(), v.Search); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		if len(ids) == 0 {
+			v.Error = fmt.Sprintf("No active key matches %q.", v.Search)
+		}
 	}
 	lv := newLiveView(s)
 	for _, id := range ids {
@@ -226,9 +235,8 @@ func (lv *liveView) figures(ctx context.Context, id int64) (views.LiveKey, error
 			s.log.Warn("live view peek", "key_id", k.ID, "err", err)
 		}
 		for i, l := range d.Layers {
-			used := max(l.Limit.Limit-l.Remaining, 0)
 			out.Limits = append(out.Limits, views.LiveLimit{
-				Name: c.limits[i].Name, Route: c.limits[i].Route, Used: used, Limit: l.Limit.Limit, ResetIn: l.ResetAfter,
+				Name: c.limits[i].Name, Route: c.limits[i].Route, Gauge: gaugeOf(l), ResetIn: l.ResetAfter,
 			})
 		}
 	}

@@ -7,7 +7,8 @@ import (
 )
 
 // plansList shows every plan with its tiers, how many keys and developers
-// use it, and its traffic over the last hour.
+// are on it (set directly, through their developer, or by default), and its
+// traffic over the last hour.
 func (s *Server) plansList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	all, err := s.deps.Plans.List(ctx)
@@ -25,7 +26,7 @@ func (s *Server) plansList(w http.ResponseWriter, r *http.Request) {
 	for i, p := range all {
 		c := counts[p.ID]
 		u := usage[p.ID]
-		rows[i] = views.PlanRow{Plan: p, Keys: c.Keys, Developers: c.Developers, Admitted: u.Admitted, Rejected: u.Rejected}
+		rows[i] = views.PlanRow{Plan: p, Keys: c.KeysOnPlan, Developers: c.DevelopersOnPlan, Admitted: u.Admitted, Rejected: u.Rejected}
 	}
-	s.render(w, r, http.StatusOK, views.PlansPage(s.page(r, "Plans", "plans"), views.PlansList{Rows: rows, UsageNote: note}))
+	s.render(w, r, http.StatusOK, views.PlansPage(s.page(r, "Plans", "plans"), views.PlansList{Rows: rows, UsageNote: note, Deleted: r.URL.Query().Get("deleted")}))
 }

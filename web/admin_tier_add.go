@@ -21,8 +21,8 @@ func (s *Server) tierAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	in, parseErrs := tierInput(r)
-	f := views.TierForm{Input: in, Errors: parseErrs}
+	in, parseErrs, typed := tierInput(r)
+	f := views.TierForm{Input: in, Errors: parseErrs, Typed: typed}
 	var p plans.Plan
 	if len(parseErrs) == 0 {
 		p, err = s.deps.Plans.AddLimit(ctx, s.actor(r), planID, formVersion(r), in)

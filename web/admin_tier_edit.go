@@ -88,8 +88,8 @@ func (s *Server) tierUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	in, parseErrs := tierInput(r)
-	f := views.TierForm{LimitID: l.ID, Input: in, Errors: parseErrs}
+	in, parseErrs, typed := tierInput(r)
+	f := views.TierForm{LimitID: l.ID, Input: in, Errors: parseErrs, Typed: typed}
 	if len(parseErrs) == 0 {
 		saved, err := s.deps.Plans.UpdateLimit(ctx, s.actor(r), p.ID, formVersion(r), l.ID, in)
 		if err == nil {

@@ -36,9 +36,9 @@ func (s *Server) myKeysPage(r *http.Request) (views.MyKeysPage, error) {
 	return views.MyKeysPage{Keys: keys, Now: s.now(), Errors: views.FieldErrors{}}, nil
 }
 
-// createMyKey issues a key to the signed-in developer and shows its secret
-// once. The answer is the page itself, never a redirect, so the secret is
-// in no URL and no history entry can show it again.
+// createMyKey issues a key to the signed-in developer and sends the browser
+// to the page that shows its secret once (see secret_once.go), so a reload
+// shows that page again rather than issuing another key.
 func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
@@ -89,7 +89,33 @@ func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("key created by its owner", "user_id", u.ID, "key_id", k.ID)
-	s.render(w, r, http.StatusCreated, views.KeySecret(s.page(r, "Your new key", "app-keys"), views.SecretShown{Key: k, Secret: secret, BaseURL: s.publicBase(r)}))
+	s.handOver(w, r, u.ID, secretPagePath(k.ID), onceSecret{KeyID: k.ID, Secret: secret})
+}
+
+// showMyKeySecret shows a key's new secret the one time its cookie arrives;
+// afterwards (a reload, a back button, another tab) it says the secret was
+// shown and how to get a new one.
+func (s *Server) showMyKeySecret(w http.ResponseWriter, r *http.Request) {
+	k, err := s.ownKey(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	u, _ := s.currentUser(r)
+	o, err := s.takeOver(w, r, u.ID, k.ID)
+	w.Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		s.render(w, r, http.StatusOK, views.KeySecretGone(s.page(r, "Secret already shown", "app-keys"), k, "/app/keys"))
+		return
+	}
+	title := "Your new key"
+	if o.Rotated {
+		title = "New secret"
+	}
+	s.render(w, r, http.StatusOK, views.KeySecret(s.page(r, title, "app-keys"), views.SecretShown{
+		Key: k, Secret: o.Secret, Rotated: o.Rotated, Grace: time.Duration(o.GraceSeconds) * time.Second, BaseURL: s.publicBase(r),
+		BackURL: "/app/keys",
+	}))
 }
 
 // ownKey loads key {id} if it belongs to the signed-in developer. Another
@@ -105,7 +131,8 @@ func (s *Server) ownKey(r *http.Request) (apikeys.Key, error) {
 }
 
 // rotateMyKey issues a new secret for one of the developer's keys, keeping
-// the previous one valid for the chosen grace, and shows the secret once.
+// the previous one valid for the chosen grace, and sends the browser to the
+// page that shows it once.
 func (s *Server) rotateMyKey(w http.ResponseWriter, r *http.Request) {
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
@@ -128,8 +155,8 @@ func (s *Server) rotateMyKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("key rotated by its owner", "key_id", k.ID, "grace", grace)
-	s.render(w, r, http.StatusOK, views.KeySecret(s.page(r, "New secret", "app-keys"),
-		views.SecretShown{Key: k, Secret: secret, Rotated: true, Grace: grace, BaseURL: s.publicBase(r)}))
+	u, _ := s.currentUser(r)
+	s.handOver(w, r, u.ID, secretPagePath(k.ID), onceSecret{KeyID: k.ID, Secret: secret, Rotated: true, GraceSeconds: int64(grace / time.Second)})
 }
 
 // confirmRevokeMyKey asks before revoking.

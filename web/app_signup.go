@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,9 +31,30 @@ func (s *Server) signUpForm(w http.ResponseWriter, r *http.Request) {
 	}
 	f := views.SignUpForm{Errors: views.FieldErrors{}}
 	if p, err := s.defaultPlan(r); err == nil {
-		f.Plan = p.Name
+		f.Plan, f.Chosen = p.Name, p.ID
+	}
+	var err error
+	if f.Choices, err = s.signUpChoices(r); err != nil {
+		s.error(w, r, err)
+		return
 	}
 	s.render(w, r, http.StatusOK, views.SignUp(s.page(r, "Sign up", "signup"), f))
+}
+
+// signUpChoices are the plans a developer may pick at sign-up: the public
+// ones (the anonymous plan is for callers without a key).
+func (s *Server) signUpChoices(r *http.Request) ([]views.PlanChoice, error) {
+	all, err := s.deps.Plans.List(r.Context())
+	if err != nil {
+		return nil, fmt.Errorf("list plans: %w", err)
+	}
+	var out []views.PlanChoice
+	for _, p := range all {
+		if (p.IsPublic || p.IsDefault) && !p.IsAnonymous {
+			out = append(out, views.PlanChoice{ID: p.ID, Name: p.Name})
+		}
+	}
+	return out, nil
 }
 
 // defaultPlan is the plan marked for new developers.
@@ -63,9 +86,23 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	f.Plan = def.Name
+	f.Plan, f.Chosen = def.Name, def.ID
+	if f.Choices, err = s.signUpChoices(r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	// A chosen plan must be one offered; none chosen is the default.
+	if v := r.PostFormValue("plan_id"); v != "" {
+		id, _ := strconv.ParseInt(v, 10, 64)
+		i := slices.IndexFunc(f.Choices, func(c views.PlanChoice) bool { return c.ID == id })
+		if i < 0 {
+			f.Errors["plan_id"] = "is not a plan you can choose"
+		} else {
+			f.Chosen, f.Plan = id, f.Choices[i].Name
+		}
+	}
 
-	if fe := users.ValidateSignup(f.Email, password); fe != nil {
+	if fe := users.ValidateSignup(f.Email, password); fe != nil || len(f.Errors) > 0 {
 		for k, v := range fe {
 			f.Errors[k] = v
 		}
@@ -85,13 +122,13 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusTooManyRequests, views.SignUp(page, f))
 		return
 	}
-	if def.ID == 0 {
+	if f.Chosen == 0 {
 		f.Errors["form"] = "Sign-up is closed: no plan is marked for new developers. Ask the operator."
 		s.render(w, r, http.StatusServiceUnavailable, views.SignUp(page, f))
 		return
 	}
 	u, err := s.deps.Users.Create(r.Context(), users.NewUser{
-		Email: f.Email, Password: password, Role: users.RoleDeveloper, PlanID: &def.ID,
+		Email: f.Email, Password: password, Role: users.RoleDeveloper, PlanID: &f.Chosen,
 	})
 	var fe users.FieldErrors
 	switch {
@@ -113,7 +150,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	s.log.Info("developer signed up", "user_id", u.ID, "plan", def.Slug)
+	s.log.Info("developer signed up", "user_id", u.ID, "plan_id", f.Chosen)
 	http.Redirect(w, r, "/app/keys", http.StatusSeeOther)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/billing"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/views"
 )
 
@@ -128,7 +129,10 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 	}
 	worst := int64(0)
 	for _, k := range keys {
-		ku := views.MyKeyUsage{ID: k.ID, Name: k.Name, Prefix: k.Prefix, LastUsed: k.LastUsedAt}
+		ku := views.MyKeyUsage{ID: k.ID, Name: k.Name, Prefix: k.Prefix, LastUsed: k.LastUsedAt, Plan: planName(all, k.PlanSlug)}
+		// An operator may move one key to another plan; its limits are
+		// that plan's, so the page must not name only the account's.
+		out.MixedPlans = out.MixedPlans || ku.Plan != out.Plan
 		limits, err := s.keyLimits(ctx, k)
 		if err != nil {
 			return out, fmt.Errorf("usage: limits of key %d: %w", k.ID, err)
@@ -141,11 +145,8 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 			}
 			// Shadow tiers are tried in the dark: never shown.
 			for _, l := range d.Visible().Layers {
-				used := max(l.Limit.Limit-l.Remaining, 0)
-				ml := views.MyLimit{
-					Policy: l.Limit.Name, Route: l.Limit.Route, Used: used, Limit: l.Limit.Limit,
-					Remaining: max(l.Remaining, 0), ResetIn: l.ResetAfter,
-				}
+				g := gaugeOf(l)
+				ml := views.MyLimit{Policy: l.Limit.Name, Route: l.Limit.Route, Gauge: g, ResetIn: l.ResetAfter}
 				if l.Limit.Algorithm == enforce.Quota {
 					at := d.At
 					if at.IsZero() {
@@ -154,9 +155,7 @@ func (s *Server) myUsageFigures(ctx context.Context, r *http.Request) (views.MyU
 					ml.Period, ml.RenewsOn = string(l.Limit.Period), at.Add(l.ResetAfter).UTC()
 				}
 				ku.Limits = append(ku.Limits, ml)
-				if l.Limit.Limit > 0 {
-					worst = max(worst, used*100/l.Limit.Limit)
-				}
+				worst = max(worst, g.Percent())
 			}
 		}
 		out.Keys = append(out.Keys, ku)
@@ -214,4 +213,15 @@ func routeCharts(points []enforce.UsagePoint, since, now time.Time) []views.Rout
 		return cmp.Compare(a.Route, b.Route)
 	})
 	return out
+}
+
+// planName is the name of the plan with the slug, or the slug when it is
+// not in the list (deleted since the list was read).
+func planName(all []plans.Plan, slug string) string {
+	for _, p := range all {
+		if p.Slug == slug {
+			return p.Name
+		}
+	}
+	return slug
 }

@@ -16,23 +16,33 @@ import (
 func textProblem(s string) string { return pgtext.Problem(s) }
 
 // formInt reads an integer field; a blank field is 0 and anything that is
-// not a number is reported as a field error with the number left at 0.
-func formInt(r *http.Request, name string, errs views.FieldErrors) int64 {
+// not a whole number in range is reported as a field error. typed keeps the
+// text as it came, so a refused form shows what was typed ("1.5", a huge
+// number), never what parsing made of it (0, 9223372036854775807).
+func formInt(r *http.Request, name string, errs views.FieldErrors, typed map[string]string) int64 {
 	v := strings.TrimSpace(r.PostFormValue(name))
+	typed[name] = v
 	if v == "" {
 		return 0
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		errs[name] = "is too large"
+		return 0
+	case err != nil:
 		errs[name] = "must be a whole number"
+		return 0
 	}
 	return n
 }
 
 // tierInput reads a tier form. errs collects fields that are not even
-// numbers; the domain validation reports everything else.
-func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors) {
+// numbers; the domain validation reports everything else. typed is the
+// numeric fields as typed, for showing a refused form again.
+func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors, map[string]string) {
 	errs := views.FieldErrors{}
+	typed := map[string]string{}
 	in := plans.LimitInput{
 		Name:      strings.TrimSpace(r.PostFormValue("name")),
 		Route:     r.PostFormValue("route"),
@@ -40,11 +50,16 @@ func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors) {
 		Mode:      r.PostFormValue("mode"),
 		Period:    r.PostFormValue("period"),
 	}
-	in.Limit = formInt(r, "limit", errs)
-	in.WindowSeconds = formInt(r, "window_seconds", errs)
-	in.Burst = formInt(r, "burst", errs)
-	in.Cost = formInt(r, "cost", errs)
-	return in, errs
+	in.Limit = formInt(r, "limit", errs, typed)
+	in.WindowSeconds = formInt(r, "window_seconds", errs, typed)
+	in.Burst = formInt(r, "burst", errs, typed)
+	in.Cost = formInt(r, "cost", errs, typed)
+	// A blank cost is the documented default of 1; a typed 0 would be
+	// saved as 1 without a word, so it is refused instead.
+	if typed["cost"] == "0" {
+		errs["cost"] = "must be at least 1 (leave it blank for 1)"
+	}
+	return in, errs, typed
 }
 
 // planInput reads the plan-fields form.

@@ -77,7 +77,7 @@ func FuzzTierForm(f *testing.F) {
 		if err := web.ParseForm(w, r); err != nil {
 			return
 		}
-		in, errs := web.TierInput(r)
+		in, errs, _ := web.TierInput(r)
 		if len(errs) > 0 || len(plans.ValidateLimit("", in, []string{"GET /api/search"})) > 0 {
 			return
 		}

@@ -2,6 +2,9 @@ package web
 
 import (
 	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/static"
 )
 
 // maxFormBytes bounds every form body; the largest form (a plan with its
@@ -16,6 +19,9 @@ func (s *Server) routes() http.Handler {
 	op := func(h http.HandlerFunc) http.Handler { return s.requireRole("operator", h) }
 
 	mux.Handle("GET /static/{file}", staticHandler())
+	// Browsers and feed readers ask for /favicon.ico whatever the page
+	// links; a 404 there is noise in every log and console.
+	mux.Handle("GET /favicon.ico", http.RedirectHandler("/static/"+static.Icon, http.StatusMovedPermanently))
 	mux.HandleFunc("GET /{$}", s.home)
 	mux.HandleFunc("GET /signin", s.signInForm)
 	mux.HandleFunc("POST /signin", s.signIn)
@@ -25,6 +31,11 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /account/password", s.requireRole("", http.HandlerFunc(s.changePassword)))
 
 	mux.HandleFunc("/", s.notFound)
+	// The addresses people type, and the ones the first-start message and
+	// the README print, end in a slash; the pages live without it.
+	for _, p := range []string{"/admin/", "/app/", "/docs/"} {
+		mux.Handle("GET "+p+"{$}", http.RedirectHandler(strings.TrimSuffix(p, "/"), http.StatusMovedPermanently))
+	}
 
 	s.adminRoutes(mux, op)
 	s.appRoutes(mux)

@@ -22,6 +22,8 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/plans/{id}", op(s.planShow))
 	mux.Handle("POST /admin/plans/{id}", op(s.planUpdate))
 	mux.Handle("POST /admin/plans/{id}/limits", op(s.tierAdd))
+	mux.Handle("POST /admin/plans/{id}/delete", op(s.planDelete))
+	mux.Handle("POST /admin/plans/{id}/clone", op(s.planClone))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}", op(s.tierShow))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}/edit", op(s.tierEditForm))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))
@@ -36,7 +38,12 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/playground/save", op(s.playgroundSave))
 
 	mux.Handle("GET /admin/keys", op(s.keysList))
+	mux.Handle("GET /admin/keys/new", op(s.keyIssueForm))
+	mux.Handle("POST /admin/keys", op(s.keyIssue))
 	mux.Handle("GET /admin/keys/{id}", op(s.keyShow))
+	mux.Handle("GET /admin/keys/{id}/secret", op(s.keySecretShow))
+	mux.Handle("POST /admin/keys/{id}/rotate", op(s.keyRotate))
+	mux.Handle("POST /admin/keys/{id}/expiry", op(s.keySetExpiry))
 	mux.Handle("POST /admin/keys/{id}/plan", op(s.keySetPlan))
 	mux.Handle("POST /admin/keys/{id}/overrides", op(s.keySetOverride))
 	mux.Handle("POST /admin/keys/{id}/overrides/delete", op(s.keyDeleteOverride))
@@ -45,6 +52,8 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 
 	mux.Handle("GET /admin/developers", op(s.developersList))
 	mux.Handle("POST /admin/developers/{id}/plan", op(s.developerSetPlan))
+	mux.Handle("POST /admin/developers/{id}/disable", op(s.developerDisable))
+	mux.Handle("POST /admin/developers/{id}/enable", op(s.developerEnable))
 
 	mux.Handle("GET /admin/audit", op(s.auditList))
 }

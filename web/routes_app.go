@@ -23,6 +23,7 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /app/stream", dev(s.myUsageStream))
 	mux.Handle("GET /app/keys", dev(s.myKeys))
 	mux.Handle("POST /app/keys", dev(s.createMyKey))
+	mux.Handle("GET /app/keys/{id}/secret", dev(s.showMyKeySecret))
 	mux.Handle("POST /app/keys/{id}/rotate", dev(s.rotateMyKey))
 	mux.Handle("GET /app/keys/{id}/revoke", dev(s.confirmRevokeMyKey))
 	mux.Handle("POST /app/keys/{id}/revoke", dev(s.revokeMyKey))

@@ -50,6 +50,13 @@ func TestOperatorRoutesCheckTheRole(t *testing.T) {
 		{"POST", "/admin/keys/" + key + "/overrides", http.StatusUnprocessableEntity},
 		{"POST", "/admin/keys/" + key + "/overrides/delete", http.StatusConflict},
 		{"GET", "/admin/keys/" + key + "/revoke", http.StatusOK},
+		{"GET", "/admin/keys/new", http.StatusOK},
+		{"POST", "/admin/plans/" + plan + "/delete", http.StatusConflict},
+		{"POST", "/admin/plans/" + plan + "/clone", http.StatusSeeOther},
+		{"POST", "/admin/keys", http.StatusUnprocessableEntity},
+		{"GET", "/admin/keys/" + key + "/secret", http.StatusOK},
+		{"POST", "/admin/keys/" + key + "/rotate", http.StatusBadRequest},
+		{"POST", "/admin/keys/" + key + "/expiry", http.StatusSeeOther},
 		{"GET", "/admin/developers", http.StatusOK},
 		{"POST", fmt.Sprintf("/admin/developers/%d/plan", e.dev.ID), http.StatusConflict},
 		{"GET", "/admin/audit", http.StatusOK},
@@ -172,7 +179,7 @@ func TestStaticAssetsAreImmutable(t *testing.T) {
 	}{
 		{"/static/htmx-2.0.11.min.js", "text/javascript; charset=utf-8", http.StatusOK},
 		{"/static/htmx-ext-sse-2.2.4.min.js", "text/javascript; charset=utf-8", http.StatusOK},
-		{"/static/sluice-1.css", "text/css; charset=utf-8", http.StatusOK},
+		{"/static/sluice-2.css", "text/css; charset=utf-8", http.StatusOK},
 		{"/static/missing.js", "text/plain; charset=utf-8", http.StatusNotFound},
 		{"/static/..%2fstatic.go", "text/plain; charset=utf-8", http.StatusNotFound},
 	} {

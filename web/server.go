@@ -94,9 +94,11 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *pgsession.Store
-	handler  http.Handler
-	health   healthCache
-	usage    usageCache
+	// sealer carries a new key's secret to the page that shows it once.
+	sealer  secretSealer
+	handler http.Handler
+	health  healthCache
+	usage   usageCache
 	// throttle counts failed sign-ins.
 	throttle *signin.Throttle
 	// localLimiter counts sign-up attempts while the shared store is down.
@@ -132,6 +134,7 @@ func New(deps Deps) *Server {
 	s.streams = newStreamGate(deps.StreamsPerUser, deps.StreamsMax)
 	s.shares = newViewShares()
 	s.sessions = newSessionStore(deps, s.now)
+	s.sealer = newSecretSealer(deps.SessionSecret)
 	if deps.Pool != nil {
 		s.services = services.NewRepo(deps.Pool)
 	}

@@ -51,7 +51,10 @@ type Key struct {
 	ExpiresAt  *time.Time         `json:"expires_at" db:"expires_at"`
 	RevokedAt  *time.Time         `json:"revoked_at" db:"revoked_at"`
 	LastUsedAt *time.Time         `json:"last_used_at" db:"last_used_at"`
-	CreatedAt  time.Time          `json:"created_at" db:"created_at"`
+	// PreviousSecretUntil is set after a rotation with a grace: when the
+	// last previous secret that still works stops working.
+	PreviousSecretUntil *time.Time `json:"previous_secret_until" db:"previous_secret_until"`
+	CreatedAt           time.Time  `json:"created_at" db:"created_at"`
 	// Version is what SetOverrides must name (optimistic concurrency).
 	Version int `json:"version" db:"version"`
 }

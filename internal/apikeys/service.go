@@ -61,13 +61,16 @@ func (s *Service) LimitKeysPerUser(n int) *Service {
 // MaxKeysPerUser is the cap LimitKeysPerUser set.
 func (s *Service) MaxKeysPerUser() int { return s.maxKeys }
 
-// selectKeys reads keys with their owner, their current secret's prefix and
-// the plan that applies to them (own, else owner's, else default).
+// selectKeys reads keys with their owner, their current secret's prefix, the
+// plan that applies to them (own, else owner's, else default) and when the
+// last previous secret still in its rotation grace stops working.
 const selectKeys = `
 SELECT k.id, k.user_id, u.email AS owner_email, k.name,
        COALESCE((SELECT s.prefix FROM api_key_secrets s WHERE s.key_id = k.id ORDER BY s.id DESC LIMIT 1), '') AS prefix,
        k.plan_id, COALESCE(kp.slug, up.slug, dp.slug, '') AS plan_slug,
-       k.overrides, k.expires_at, k.revoked_at, k.last_used_at, k.created_at, k.version
+       k.overrides, k.expires_at, k.revoked_at, k.last_used_at, k.created_at, k.version,
+       (SELECT max(s.expires_at) FROM api_key_secrets s
+         WHERE s.key_id = k.id AND s.expires_at > now()) AS previous_secret_until
 FROM api_keys k
 JOIN users u ON u.id = k.user_id
 LEFT JOIN plans kp ON kp.id = k.plan_id
@@ -334,6 +337,23 @@ func (s *Service) SetPlan(ctx context.Context, actor string, id int64, planID *i
 	return s.change(ctx, actor, id, "key.plan", func(tx pgx.Tx, k Key) error {
 		_, err := tx.Exec(ctx, setPlan, id, planID)
 		return mapWriteError(err)
+	})
+}
+
+const setExpiry = `UPDATE api_keys SET expires_at = $2, version = version + 1 WHERE id = $1`
+
+// SetExpiry sets, moves or (nil) removes when the key stops working; an
+// expired key can be given a later expiry, which makes it work again. The
+// change reaches every instance's snapshot through the key table's NOTIFY.
+// Errors: *plans.ValidationError (expiry not in the future), ErrNotFound,
+// ErrRevoked.
+func (s *Service) SetExpiry(ctx context.Context, actor string, id int64, expiresAt *time.Time) (Key, error) {
+	if expiresAt != nil && !expiresAt.After(time.Now()) {
+		return Key{}, &plans.ValidationError{Fields: []plans.FieldError{{Field: "expires_at", Message: "must be in the future"}}}
+	}
+	return s.change(ctx, actor, id, "key.expiry", func(tx pgx.Tx, _ Key) error {
+		_, err := tx.Exec(ctx, setExpiry, id, expiresAt)
+		return err
 	})
 }
 

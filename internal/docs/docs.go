@@ -340,6 +340,10 @@ func overLimit(d LimitDoc) string {
 	return "Refused: 429 Too Many Requests with Retry-After and a JSON body."
 }
 
+// AlgorithmTitle is the algorithm's name in words ("Token bucket"), as the
+// docs and the dashboard show it; an unknown algorithm is its code.
+func AlgorithmTitle(a enforce.Algorithm) string { return algorithmDoc(a).Title }
+
 func algorithmDoc(a enforce.Algorithm) AlgorithmDoc {
 	switch a {
 	case enforce.Quota:

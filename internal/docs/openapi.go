@@ -207,7 +207,9 @@ func operation(e EndpointDoc) *oaOperation {
 	op.Responses[strconv.Itoa(e.Status)] = ok
 	op.Responses["401"] = oaResponse{Ref: "#/components/responses/InvalidKey"}
 	op.Responses["503"] = oaResponse{Ref: "#/components/responses/Unavailable"}
-	if e.Route == "GET /api/jobs/{id}" {
+	// An id that names nothing answers 404: a job, and an item past the
+	// catalogue.
+	if strings.HasSuffix(e.Route, "/jobs/{id}") || strings.HasSuffix(e.Route, "/items/{id}") {
 		op.Responses["404"] = oaResponse{Ref: "#/components/responses/NotFound"}
 	}
 	if len(e.Params) > 0 || e.ExampleBody != "" {

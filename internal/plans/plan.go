@@ -227,10 +227,14 @@ func (in LimitInput) limit(id int64, position int) Limit {
 }
 
 // PlanCounts is how many API keys and developers are assigned a plan
-// directly; a plan with either cannot be deleted.
+// directly (a plan with either cannot be deleted), and how many are on it in
+// effect: those plus keys through their developer and, for the default
+// plan, everyone without a plan of their own.
 type PlanCounts struct {
-	Keys       int `json:"keys"`
-	Developers int `json:"developers"`
+	Keys             int `json:"keys"`
+	Developers       int `json:"developers"`
+	KeysOnPlan       int `json:"keys_on_plan"`
+	DevelopersOnPlan int `json:"developers_on_plan"`
 }
 
 // normalized fills the documented defaults of every limit.

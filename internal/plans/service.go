@@ -583,16 +583,25 @@ func (s *Service) validateTier(ctx context.Context, in LimitInput, others []Limi
 	return nil
 }
 
+// A key's plan is its own, else its developer's, else the default plan; a
+// developer's is their own, else the default (the snapshot resolves them the
+// same way).
 const countsByPlan = `
 SELECT p.id,
        (SELECT count(*) FROM api_keys k WHERE k.plan_id = p.id
           AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())) AS keys,
-       (SELECT count(*) FROM users u WHERE u.plan_id = p.id) AS developers
-FROM plans p`
+       (SELECT count(*) FROM users u WHERE u.plan_id = p.id) AS developers,
+       (SELECT count(*) FROM api_keys k JOIN users u ON u.id = k.user_id
+         WHERE COALESCE(k.plan_id, u.plan_id, d.id) = p.id
+           AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())) AS keys_on_plan,
+       (SELECT count(*) FROM users u
+         WHERE u.role = 'developer' AND COALESCE(u.plan_id, d.id) = p.id) AS developers_on_plan
+FROM plans p LEFT JOIN (SELECT id FROM plans WHERE is_default) d ON true`
 
 // Counts returns, per plan id, how many live keys (neither revoked nor
-// expired) and developers are assigned the plan directly. Plans with neither
-// are absent from the map.
+// expired) and developers are assigned the plan directly, and how many are
+// on it in effect (directly, through their developer or as the default).
+// Plans with none are absent from the map.
 func (s *Service) Counts(ctx context.Context) (map[int64]PlanCounts, error) {
 	rows, err := s.pool.Query(ctx, countsByPlan)
 	if err != nil {
@@ -601,8 +610,8 @@ func (s *Service) Counts(ctx context.Context) (map[int64]PlanCounts, error) {
 	counts := map[int64]PlanCounts{}
 	var id int64
 	var c PlanCounts
-	_, err = pgx.ForEachRow(rows, []any{&id, &c.Keys, &c.Developers}, func() error {
-		if c.Keys > 0 || c.Developers > 0 {
+	_, err = pgx.ForEachRow(rows, []any{&id, &c.Keys, &c.Developers, &c.KeysOnPlan, &c.DevelopersOnPlan}, func() error {
+		if c != (PlanCounts{}) {
 			counts[id] = c
 		}
 		return nil

@@ -295,7 +295,7 @@ func TestDelete(t *testing.T) {
 			t.Fatalf("Delete(plan with developer) = %v, want ErrInUse", err)
 		}
 		counts, err := s.Counts(ctx)
-		if err != nil || counts[p.ID] != (plans.PlanCounts{Keys: 0, Developers: 1}) {
+		if err != nil || counts[p.ID] != (plans.PlanCounts{Keys: 0, Developers: 1, KeysOnPlan: 0, DevelopersOnPlan: 1}) {
 			t.Fatalf("Counts = %v, %v", counts, err)
 		}
 	})
@@ -312,7 +312,7 @@ func TestDelete(t *testing.T) {
 			t.Fatalf("Delete(plan with live key) = %v, want ErrInUse", err)
 		}
 		counts, _ := s.Counts(ctx)
-		if counts[p.ID] != (plans.PlanCounts{Keys: 1, Developers: 0}) {
+		if counts[p.ID] != (plans.PlanCounts{Keys: 1, Developers: 0, KeysOnPlan: 1, DevelopersOnPlan: 0}) {
 			t.Fatalf("Counts[%d] = %+v, want 1 key", p.ID, counts[p.ID])
 		}
 		if _, err := pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, keyID); err != nil {

@@ -190,9 +190,15 @@ func (a *API) remember(q string, res searchResult) {
 }
 
 func (a *API) item(w http.ResponseWriter, r *http.Request) {
+	// The id is typed as an integer in the OpenAPI document, which promises
+	// 400 for one that is not; a number that names no item is 404.
 	id, err := strconv.Atoi(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("The item id %q is not a whole number.", r.PathValue("id")))
+		return
+	}
 	it, ok := a.cat.get(id)
-	if err != nil || !ok {
+	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("No item with id %q.", r.PathValue("id")))
 		return
 	}

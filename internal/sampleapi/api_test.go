@@ -110,7 +110,7 @@ func TestItems(t *testing.T) {
 		{name: "LastFound", path: "/api/items/100", wantCode: 200, wantID: 100},
 		{name: "ZeroNotFound", path: "/api/items/0", wantCode: 404, wantError: "not_found"},
 		{name: "PastEndNotFound", path: "/api/items/101", wantCode: 404, wantError: "not_found"},
-		{name: "NonNumericNotFound", path: "/api/items/abc", wantCode: 404, wantError: "not_found"},
+		{name: "NonNumericIsBadRequest", path: "/api/items/abc", wantCode: 400, wantError: "bad_request"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

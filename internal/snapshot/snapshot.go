@@ -60,9 +60,10 @@ const (
 	selectUserPlans = `
 SELECT id, COALESCE(plan_id, 0), COALESCE(billing_anchor, created_at)
 FROM users WHERE role = 'developer'`
-	// Revoked keys are left out (they resolve as unknown); keys that expired
-	// long ago too, so the view does not grow with dead keys. Retired secrets
-	// are kept until they expire, because rotation's grace depends on them.
+	// Revoked keys are left out (they resolve as unknown), and so are the
+	// keys of a disabled developer; keys that expired long ago too, so the
+	// view does not grow with dead keys. Retired secrets are kept until they
+	// expire, because rotation's grace depends on them.
 	selectSecrets = `
 SELECT s.hash, s.expires_at, k.id, k.user_id, k.plan_id,
        -- most keys have no overrides: skip decoding an empty array for each
@@ -70,7 +71,9 @@ SELECT s.hash, s.expires_at, k.id, k.user_id, k.plan_id,
        k.expires_at
 FROM api_key_secrets s
 JOIN api_keys k ON k.id = s.key_id
+JOIN users u ON u.id = k.user_id
 WHERE k.revoked_at IS NULL
+  AND u.disabled_at IS NULL
   AND (s.expires_at IS NULL OR s.expires_at > now())
   AND (k.expires_at IS NULL OR k.expires_at > now() - interval '30 days')`
 )

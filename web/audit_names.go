@@ -1,0 +1,59 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/audit"
+)
+
+// The audit log records ids ("user:6", plan 3); people read emails and
+// names. One query resolves every id a page shows; an object deleted since
+// keeps its id.
+const selectAuditNames = `
+SELECT 'user:' || id, email FROM users WHERE id = ANY($1)
+UNION ALL
+SELECT 'plan:' || id, name FROM plans WHERE id = ANY($2)
+UNION ALL
+SELECT 'key:' || id, name FROM api_keys WHERE id = ANY($3)
+UNION ALL
+SELECT 'token:' || id, name FROM operator_tokens WHERE id = ANY($4)`
+
+// auditNames maps "user:<id>", "plan:<id>", "key:<id>" and "token:<id>" of
+// the entries' actors and objects to what a person recognises.
+func (s *Server) auditNames(ctx context.Context, entries []audit.Entry) (map[string]string, error) {
+	ids := map[string][]int64{}
+	add := func(kind, id string) {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+			ids[kind] = append(ids[kind], n)
+		}
+	}
+	for _, e := range entries {
+		if kind, id, ok := strings.Cut(e.Actor, ":"); ok {
+			add(kind, id)
+		}
+		add(e.ObjectType, e.ObjectID)
+	}
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.deps.Pool.Query(ctx, selectAuditNames, ids[audit.ObjectUser], ids[audit.ObjectPlan], ids[audit.ObjectKey], ids[audit.ObjectToken])
+	if err != nil {
+		return nil, fmt.Errorf("audit names: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ref, name string
+		if err := rows.Scan(&ref, &name); err != nil {
+			return nil, fmt.Errorf("audit names: %w", err)
+		}
+		out[ref] = name
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit names: %w", err)
+	}
+	return out, nil
+}
