@@ -45,5 +45,9 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/developers", op(s.developersList))
 	mux.Handle("POST /admin/developers/{id}/plan", op(s.developerSetPlan))
 
+	mux.Handle("GET /admin/tokens", op(s.tokensList))
+	mux.Handle("POST /admin/tokens", op(s.tokenCreate))
+	mux.Handle("POST /admin/tokens/{id}/revoke", op(s.tokenRevoke))
+
 	mux.Handle("GET /admin/audit", op(s.auditList))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
@@ -103,6 +104,9 @@ type Server struct {
 	localLimiter *enforce.MemoryStore
 	// services is over Deps.Pool (nil without one: the pages then 503).
 	services *services.Repo
+	// tokens manages operator API tokens (the bootstrap token is the
+	// admin API's business, not the dashboard's).
+	tokens *optokens.Store
 	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
 	dashboard enforce.Store
 	streams   *streamGate
@@ -134,6 +138,7 @@ func New(deps Deps) *Server {
 	s.sessions = newSessionStore(deps, s.now)
 	if deps.Pool != nil {
 		s.services = services.NewRepo(deps.Pool)
+		s.tokens = optokens.NewStore(deps.Pool, "")
 	}
 	policy := deps.SignIn
 	if policy == (signin.Policy{}) {
