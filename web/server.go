@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/resets"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/traffic"
@@ -107,6 +108,8 @@ type Server struct {
 	// tokens manages operator API tokens (the bootstrap token is the
 	// admin API's business, not the dashboard's).
 	tokens *optokens.Store
+	// resets makes and redeems one-time password reset links.
+	resets *resets.Store
 	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
 	dashboard enforce.Store
 	streams   *streamGate
@@ -139,6 +142,7 @@ func New(deps Deps) *Server {
 	if deps.Pool != nil {
 		s.services = services.NewRepo(deps.Pool)
 		s.tokens = optokens.NewStore(deps.Pool, "")
+		s.resets = resets.NewStore(deps.Pool, 0, s.now)
 	}
 	policy := deps.SignIn
 	if policy == (signin.Policy{}) {
