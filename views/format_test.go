@@ -33,7 +33,7 @@ func TestNavByRole(t *testing.T) {
 		want   []string
 	}{
 		{"Anonymous", nil, []string{"docs", "signin", "signup"}},
-		{"Operator", &Viewer{Role: "operator"}, []string{"usage", "services", "plans", "keys", "developers", "audit", "docs"}},
+		{"Operator", &Viewer{Role: "operator"}, []string{"usage", "services", "plans", "playground", "keys", "developers", "operators", "tokens", "audit", "docs"}},
 		{"Developer", &Viewer{Role: "developer"}, []string{"app", "app-keys", "docs"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,7 +58,7 @@ func Nav(v *Viewer) []NavItem {
 	case v.Role == "operator":
 		return []NavItem{{"usage", "Usage", "/admin"}, {"services", "Services", "/admin/services"}, {"plans", "Plans", "/admin/plans"}, {"playground", "Playground", "/admin/playground"},
 			{"keys", "Keys", "/admin/keys"}, {"developers", "Developers", "/admin/developers"},
-			{"audit", "Audit log", "/admin/audit"}, {"docs", "Docs", "/docs"}}
+			{"operators", "Operators", "/admin/operators"}, {"tokens", "API tokens", "/admin/tokens"}, {"audit", "Audit log", "/admin/audit"}, {"docs", "Docs", "/docs"}}
 	default:
 		return []NavItem{{"app", "My usage", "/app"}, {"app-keys", "My keys", "/app/keys"}, {"docs", "Docs", "/docs"}}
 	}

@@ -26,6 +26,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /signin", s.signInForm)
 	mux.HandleFunc("POST /signin", s.signIn)
 	mux.HandleFunc("POST /signout", s.signOut)
+	mux.HandleFunc("GET /reset/{token}", s.resetForm)
+	mux.HandleFunc("POST /reset/{token}", s.resetPassword)
 	mux.Handle("POST /signout/everywhere", s.requireRole("", http.HandlerFunc(s.signOutEverywhere)))
 	mux.Handle("GET /account", s.requireRole("", http.HandlerFunc(s.account)))
 	mux.Handle("POST /account/password", s.requireRole("", http.HandlerFunc(s.changePassword)))

@@ -55,5 +55,13 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/developers/{id}/disable", op(s.developerDisable))
 	mux.Handle("POST /admin/developers/{id}/enable", op(s.developerEnable))
 
+	mux.Handle("GET /admin/tokens", op(s.tokensList))
+	mux.Handle("POST /admin/tokens", op(s.tokenCreate))
+	mux.Handle("POST /admin/tokens/{id}/revoke", op(s.tokenRevoke))
+
+	mux.Handle("GET /admin/operators", op(s.operatorsList))
+	mux.Handle("POST /admin/operators", op(s.operatorInvite))
+	mux.Handle("POST /admin/operators/reset-link", op(s.resetLinkCreate))
+
 	mux.Handle("GET /admin/audit", op(s.auditList))
 }

@@ -17,8 +17,10 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/resets"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/traffic"
@@ -105,6 +107,11 @@ type Server struct {
 	localLimiter *enforce.MemoryStore
 	// services is over Deps.Pool (nil without one: the pages then 503).
 	services *services.Repo
+	// tokens manages operator API tokens (the bootstrap token is the
+	// admin API's business, not the dashboard's).
+	tokens *optokens.Store
+	// resets makes and redeems one-time password reset links.
+	resets *resets.Store
 	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
 	dashboard enforce.Store
 	streams   *streamGate
@@ -137,6 +144,8 @@ func New(deps Deps) *Server {
 	s.sealer = newSecretSealer(deps.SessionSecret)
 	if deps.Pool != nil {
 		s.services = services.NewRepo(deps.Pool)
+		s.tokens = optokens.NewStore(deps.Pool, "")
+		s.resets = resets.NewStore(deps.Pool, 0, s.now)
 	}
 	policy := deps.SignIn
 	if policy == (signin.Policy{}) {

@@ -37,13 +37,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		args = []string{"portal"}
 	}
 	sub, rest := "serve", args[1:]
-	if len(rest) > 0 && (rest[0] == "migrate" || rest[0] == "healthcheck" || rest[0] == "plans" || rest[0] == "playground") {
+	if len(rest) > 0 && (rest[0] == "migrate" || rest[0] == "healthcheck" || rest[0] == "plans" || rest[0] == "playground" || rest[0] == "users") {
 		sub, rest = rest[0], rest[1:]
 	}
 	// The plans and playground subcommands have flags of their own; their
 	// settings (DATABASE_URL, ...) come from the environment only.
 	cfgArgs := rest
-	if sub == "plans" || sub == "playground" {
+	if sub == "plans" || sub == "playground" || sub == "users" {
 		cfgArgs = nil
 	}
 	cfg, left, err := LoadConfig(cfgArgs, getenv, stdout)
@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	logger := newLogger(cfg, stdout)
 
-	if len(left) > 0 && sub != "migrate" && sub != "plans" && sub != "playground" {
+	if len(left) > 0 && sub != "migrate" && sub != "plans" && sub != "playground" && sub != "users" {
 		return usageError{fmt.Errorf("unexpected argument %q (want no arguments, or: migrate up|down|version|force, healthcheck)", left[0])}
 	}
 	switch sub {
@@ -70,6 +70,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return runPlans(ctx, cfg, left, stdout)
 	case "playground":
 		return runPlayground(ctx, cfg, left, stdout)
+	case "users":
+		return runUsers(ctx, cfg, left, stdout)
 	}
 	return serve(ctx, cfg, logger, stdout)
 }

@@ -91,3 +91,29 @@ func parseHash(s string) (argonHash, error) {
 	}
 	return h, nil
 }
+
+// generatedAlphabet leaves out look-alike characters (0/O, 1/l/I) so a
+// generated password can be read aloud or copied by hand.
+const generatedAlphabet = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+// generatedLen gives about 117 bits (20 characters of 57).
+const generatedLen = 20
+
+// GeneratePassword returns a random password for a reset or a new account,
+// drawn without bias from generatedAlphabet.
+func GeneratePassword() (string, error) {
+	var b strings.Builder
+	buf := make([]byte, 1)
+	for b.Len() < generatedLen {
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("generate password: %w", err)
+		}
+		// Rejection sampling: bytes at or above the largest multiple of the
+		// alphabet's length would favour its first characters.
+		if int(buf[0]) >= 256/len(generatedAlphabet)*len(generatedAlphabet) {
+			continue
+		}
+		b.WriteByte(generatedAlphabet[int(buf[0])%len(generatedAlphabet)])
+	}
+	return b.String(), nil
+}

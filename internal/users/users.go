@@ -294,3 +294,26 @@ func mapError(err error) error {
 	}
 	return err
 }
+
+// SetPassword sets user id's password to next without asking for the
+// current one: an operator's reset. A next password that ValidateSignup
+// refuses is a FieldErrors under "password". The caller ends the user's
+// sessions.
+func (r *Repo) SetPassword(ctx context.Context, id int64, next string) (User, error) {
+	u, err := r.ByID(ctx, id)
+	if err != nil {
+		return User{}, fmt.Errorf("set password: %w", err)
+	}
+	if fe := ValidateSignup(u.Email, next); fe["password"] != "" {
+		return User{}, FieldErrors{"password": fe["password"]}
+	}
+	hash, err := HashPassword(next)
+	if err != nil {
+		return User{}, fmt.Errorf("set password: %w", err)
+	}
+	u, err = scanUser(r.db.QueryRow(ctx, updatePassword, id, hash))
+	if err != nil {
+		return User{}, fmt.Errorf("set password of user %d: %w", id, mapError(err))
+	}
+	return u, nil
+}
