@@ -87,6 +87,7 @@ func TestPlaygroundCommand(t *testing.T) {
 // TestPlaygroundCommandRecorded replays traffic recorded in Redis, as a
 // serving portal with the same REDIS_URL and prefix would have written it.
 func TestPlaygroundCommandRecorded(t *testing.T) {
+	testenv.RealRedis(t, "BITFIELD") // the recorder's per-second counters
 	rdb, prefix := testenv.Redis(t)
 	rec := traffic.NewRecorder(traffic.NewRedisSink(rdb, prefix), traffic.Options{})
 	at := time.Now().Add(-time.Minute).Truncate(time.Second)

@@ -18,6 +18,9 @@ const localRedisAddr = "127.0.0.1:6379"
 // for the same reason as pgServer.
 type redisServer struct {
 	url string
+	// mini is set for the in-process miniredis fallback, which lacks some
+	// commands (BITFIELD among them).
+	mini bool
 }
 
 var (
@@ -98,7 +101,18 @@ func startMiniredis() (*redisServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start miniredis: %w", err)
 	}
-	return &redisServer{url: "redis://" + m.Addr() + "/0"}, nil
+	return &redisServer{url: "redis://" + m.Addr() + "/0", mini: true}, nil
+}
+
+// RealRedis skips the test when the tests' Redis is the miniredis fallback,
+// which has no command named by what (say "BITFIELD"); on a real Redis, as
+// CI's, it runs. Call it before Redis or RedisURL's server is used.
+func RealRedis(t testing.TB, what string) {
+	t.Helper()
+	RedisURL(t)
+	if redisInst.mini {
+		t.Skipf("testenv: miniredis has no %s; this test runs on a real Redis (TEST_REDIS_URL, or one on %s)", what, localRedisAddr)
+	}
 }
 
 // deletePrefix deletes every key that starts with prefix.

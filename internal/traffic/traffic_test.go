@@ -24,6 +24,7 @@ type sinkCase struct {
 
 var sinks = []sinkCase{
 	{"Redis", func(t *testing.T) traffic.Sink {
+		testenv.RealRedis(t, "BITFIELD") // the sink's per-second counters
 		rdb, prefix := testenv.Redis(t)
 		return traffic.NewRedisSink(rdb, prefix)
 	}},
