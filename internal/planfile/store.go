@@ -341,14 +341,6 @@ VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`
 UPDATE plans SET name = $2, description = $3, is_default = $4, is_anonymous = $5, is_public = $6,
     version = version + 1, updated_at = now()
 WHERE slug = $1 RETURNING id`
-	deleteOtherLimits = `DELETE FROM plan_limits WHERE plan_id = $1 AND name <> ALL($2)`
-	upsertLimit       = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-ON CONFLICT (plan_id, name) DO UPDATE
-SET route = EXCLUDED.route, algorithm = EXCLUDED.algorithm, limit_count = EXCLUDED.limit_count,
-    window_ms = EXCLUDED.window_ms, burst = EXCLUDED.burst, cost = EXCLUDED.cost,
-    mode = EXCLUDED.mode, position = EXCLUDED.position, period = EXCLUDED.period`
 )
 
 // write applies changes: routes of changed and deleted services are
@@ -418,18 +410,8 @@ func write(ctx context.Context, tx pgx.Tx, after state, changes []Change) error 
 		if err := tx.QueryRow(ctx, q, in.Slug, in.Name, in.Description, in.IsDefault, in.IsAnonymous, in.IsPublic).Scan(&id); err != nil {
 			return fmt.Errorf("%s plan %q: %w", c.Op, c.Slug, describe(err))
 		}
-		names := make([]string, len(in.Limits))
-		for i, l := range in.Limits {
-			names[i] = l.Name
-		}
-		if _, err := tx.Exec(ctx, deleteOtherLimits, id, names); err != nil {
-			return fmt.Errorf("delete limits of %q: %w", c.Slug, err)
-		}
-		for i, l := range in.Limits {
-			if _, err := tx.Exec(ctx, upsertLimit, id, l.Name, l.Route, l.Algorithm, l.Limit,
-				l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period); err != nil {
-				return fmt.Errorf("write limit %s/%s: %w", c.Slug, l.Name, describe(err))
-			}
+		if err := plans.ReplaceLimits(ctx, tx, id, in.Limits); err != nil {
+			return fmt.Errorf("write limits of %q: %w", c.Slug, describe(err))
 		}
 	}
 	return nil

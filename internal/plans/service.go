@@ -311,6 +311,10 @@ UPDATE plans
 SET slug = $2, name = $3, description = $4, is_default = $5, is_anonymous = $6, is_public = $7,
     version = version + 1, updated_at = now()
 WHERE id = $1`
+	bumpPlan = `UPDATE plans SET version = version + 1, updated_at = now() WHERE id = $1`
+)
+
+const (
 	deleteOtherLimits = `DELETE FROM plan_limits WHERE plan_id = $1 AND name <> ALL($2)`
 	upsertLimit       = `
 INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
@@ -319,8 +323,29 @@ ON CONFLICT (plan_id, name) DO UPDATE
 SET route = EXCLUDED.route, algorithm = EXCLUDED.algorithm, limit_count = EXCLUDED.limit_count,
     window_ms = EXCLUDED.window_ms, burst = EXCLUDED.burst, cost = EXCLUDED.cost,
     mode = EXCLUDED.mode, position = EXCLUDED.position, period = EXCLUDED.period`
-	bumpPlan = `UPDATE plans SET version = version + 1, updated_at = now() WHERE id = $1`
 )
+
+// ReplaceLimits makes limits, validated and in display order, the plan's
+// whole set inside tx: limits it no longer names are deleted, the others
+// upserted by name, so a limit edited in place keeps its row and the
+// engine rescales its live state rather than starting afresh. Plan files
+// write limits through it too, so both ways store every field alike.
+func ReplaceLimits(ctx context.Context, tx pgx.Tx, planID int64, limits []LimitInput) error {
+	names := make([]string, len(limits))
+	for i, l := range limits {
+		names[i] = l.Name
+	}
+	if _, err := tx.Exec(ctx, deleteOtherLimits, planID, names); err != nil {
+		return fmt.Errorf("delete limits: %w", err)
+	}
+	for i, l := range limits {
+		if _, err := tx.Exec(ctx, upsertLimit, planID, l.Name, l.Route, l.Algorithm, l.Limit,
+			l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period); err != nil {
+			return fmt.Errorf("upsert limit %q: %w", l.Name, err)
+		}
+	}
+	return nil
+}
 
 // Update replaces the plan's fields and limits, provided version is still
 // the plan's version. Limits keep their ids when their name is unchanged.
@@ -347,18 +372,8 @@ func (s *Service) Update(ctx context.Context, actor string, id int64, version in
 			in.IsDefault, in.IsAnonymous, in.IsPublic); err != nil {
 			return mapWriteError(err)
 		}
-		names := make([]string, len(in.Limits))
-		for i, l := range in.Limits {
-			names[i] = l.Name
-		}
-		if _, err := tx.Exec(ctx, deleteOtherLimits, id, names); err != nil {
-			return fmt.Errorf("delete limits: %w", err)
-		}
-		for i, l := range in.Limits {
-			if _, err := tx.Exec(ctx, upsertLimit, id, l.Name, l.Route, l.Algorithm, l.Limit,
-				l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period); err != nil {
-				return fmt.Errorf("upsert limit %q: %w", l.Name, mapWriteError(err))
-			}
+		if err := ReplaceLimits(ctx, tx, id, in.Limits); err != nil {
+			return mapWriteError(err)
 		}
 		updated, err = getPlan(ctx, tx, "WHERE id = $1", id)
 		if err != nil {

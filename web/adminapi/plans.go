@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -231,39 +232,21 @@ func (a *api) updateLimit(w http.ResponseWriter, r *http.Request) {
 	a.respondPlan(w, r, http.StatusOK, p)
 }
 
-// promoteLimit turns a shadow tier into an enforced one; like deleteLimit
-// it takes the plan version as ?version= and no body.
+// promoteLimit turns a shadow tier into an enforced one.
 func (a *api) promoteLimit(w http.ResponseWriter, r *http.Request) {
-	planID, err := pathID(r, "id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	limitID, err := pathID(r, "limit_id")
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	qr := newQueryReader(r)
-	version := qr.int64Range("version", 0, 1, 1<<31-1)
-	if err := qr.err(); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if err := requireVersion(int(version)); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	p, err := a.plans.PromoteLimit(r.Context(), actor(r), planID, int(version), limitID)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	a.respondPlan(w, r, http.StatusOK, p)
+	a.changeLimit(w, r, a.plans.PromoteLimit)
 }
 
-// deleteLimit takes the plan version as ?version=, since DELETE has no body.
+// deleteLimit removes one tier.
 func (a *api) deleteLimit(w http.ResponseWriter, r *http.Request) {
+	a.changeLimit(w, r, a.plans.DeleteLimit)
+}
+
+// changeLimit runs change on the tier {limit_id} of plan {id} and answers
+// with the plan as it now is. The plan version comes as ?version=, since
+// these requests (a DELETE, a bodiless POST) carry no body.
+func (a *api) changeLimit(w http.ResponseWriter, r *http.Request,
+	change func(ctx context.Context, actor string, planID int64, version int, limitID int64) (plans.Plan, error)) {
 	planID, err := pathID(r, "id")
 	if err != nil {
 		a.fail(w, r, err)
@@ -284,7 +267,7 @@ func (a *api) deleteLimit(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	p, err := a.plans.DeleteLimit(r.Context(), actor(r), planID, int(version), limitID)
+	p, err := change(r.Context(), actor(r), planID, int(version), limitID)
 	if err != nil {
 		a.fail(w, r, err)
 		return
