@@ -51,6 +51,17 @@ type MiddlewareOptions struct {
 	// dashboard can say who would have been rejected. It is called on the
 	// request path and must not block.
 	Shadow ShadowRecorder
+	// Record, when set, is told of every decided request: admitted when
+	// the handler ran (admitted, queued, degraded, failed open), rejected
+	// when it was answered 429. It is called on the request path and must
+	// not block or allocate.
+	Record DecisionRecorder
+}
+
+// DecisionRecorder is told of each request the middleware decides, for
+// usage history.
+type DecisionRecorder interface {
+	RecordDecision(caller Caller, route string, admitted bool)
 }
 
 // ShadowRecorder is told of each request a shadow limit (ModeShadow) would
@@ -87,6 +98,7 @@ type Middleware struct {
 	routes  routeLimitsCache
 	metrics *middlewareMetrics
 	shadow  ShadowRecorder
+	record  DecisionRecorder
 }
 
 // layersAllower is a Store that can write a decision's layers into a slice
@@ -110,6 +122,7 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 		epoch:    time.Now(),
 		metrics:  newMiddlewareMetrics(opts.Registerer),
 		shadow:   opts.Shadow,
+		record:   opts.Record,
 	}
 	m.into, _ = store.(layersAllower)
 	_, m.stamped = store.(*MemoryStore)
@@ -238,10 +251,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		exceeded, degrade := degradable(d)
 		if !degrade {
 			m.metrics.count(route, caller.Plan, "rejected")
+			m.recordDecision(caller, route, false)
 			writeRejection(w, d)
 			return
 		}
 		m.metrics.count(route, caller.Plan, "degraded")
+		m.recordDecision(caller, route, true)
 		st.degraded = true
 		h.Set(HeaderDegraded, exceeded)
 		next.ServeHTTP(w, st.attach(r))
@@ -253,6 +268,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		if !async {
 			if d.Delay > m.maxWait {
 				m.metrics.count(route, caller.Plan, "rejected")
+				m.recordDecision(caller, route, false)
 				writeQueueTooLong(w, d)
 				return
 			}
@@ -267,7 +283,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	} else {
 		m.metrics.count(route, caller.Plan, "admitted")
 	}
+	m.recordDecision(caller, route, true)
 	next.ServeHTTP(w, st.attach(r))
+}
+
+// recordDecision tells the DecisionRecorder, if any, of one decision.
+func (m *Middleware) recordDecision(caller Caller, route string, admitted bool) {
+	if m.record != nil {
+		m.record.RecordDecision(caller, route, admitted)
+	}
 }
 
 // countShadow counts, per plan and tier, the requests d's shadow layers
@@ -357,6 +381,7 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 	}
 	if m.failOpen {
 		m.metrics.count(route, caller.Plan, "failed_open")
+		m.recordDecision(caller, route, true)
 		w.Header().Set(HeaderStoreDegraded, "store-unavailable")
 		next.ServeHTTP(w, st.attach(r))
 		return
