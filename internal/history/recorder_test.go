@@ -357,3 +357,33 @@ func TestMiddlewareFeedsHistoryAndShadowExactly(t *testing.T) {
 		t.Errorf("shadow rows %+v with metric %v, want one row for developer 7, key 70, %d in the hour and day", shadow, metric, n-1)
 	}
 }
+
+func TestRecordDecisionAllocatesNothingForAKnownRow(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 1, 12, 0, 30, 0, time.UTC)}
+	r := history.NewRecorder(nil, history.Options{Now: clk.Now})
+	key, anon := dev(1, 10, "free"), enforce.Caller{Subject: "ip:192.0.2.1", Plan: "anonymous"}
+	r.RecordDecision(key, "GET /api/search", true)
+	r.RecordDecision(anon, "GET /api/search", true)
+	shadow := enforce.ShadowRejection{Plan: "free", Tier: "t", Subject: key.Subject, Key: key.Key, At: clk.Now()}
+	r.RecordShadow(shadow)
+	if n := testing.AllocsPerRun(200, func() {
+		r.RecordDecision(key, "GET /api/search", true)
+		r.RecordDecision(anon, "GET /api/search", false)
+		r.RecordShadow(shadow)
+	}); n != 0 {
+		t.Errorf("%v allocations per recorded request, want 0", n)
+	}
+}
+
+func BenchmarkRecordDecision(b *testing.B) {
+	r := history.NewRecorder(nil, history.Options{})
+	callers := []enforce.Caller{dev(1, 10, "free"), dev(2, 20, "pro"), dev(3, 30, "pro"), {Subject: "ip:192.0.2.1", Plan: "anonymous"}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			r.RecordDecision(callers[i%len(callers)], "GET /api/search", true)
+			i++
+		}
+	})
+}
