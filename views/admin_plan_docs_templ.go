@@ -89,7 +89,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 						var templ_7745c5c3_Var3 string
 						templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(e.Route).Resolve(ctx)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 27, Col: 76}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 27, Col: 76}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 						if templ_7745c5c3_Err != nil {
@@ -102,7 +102,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 						var templ_7745c5c3_Var4 string
 						templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(e.Route)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 28, Col: 26}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 28, Col: 26}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 						if templ_7745c5c3_Err != nil {
@@ -120,7 +120,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 							var templ_7745c5c3_Var5 string
 							templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(l.Policy).Resolve(ctx)
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 31, Col: 60}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 31, Col: 60}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 							if templ_7745c5c3_Err != nil {
@@ -133,7 +133,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 							var templ_7745c5c3_Var6 string
 							templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(l.Policy)
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 32, Col: 28}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 32, Col: 28}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 							if templ_7745c5c3_Err != nil {
@@ -146,7 +146,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 							var templ_7745c5c3_Var7 string
 							templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(l.Rate)
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 32, Col: 49}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 32, Col: 49}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 							if templ_7745c5c3_Err != nil {
@@ -159,7 +159,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 							var templ_7745c5c3_Var8 string
 							templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(l.Explanation)
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 32, Col: 68}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 32, Col: 68}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 							if templ_7745c5c3_Err != nil {
@@ -172,7 +172,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 							var templ_7745c5c3_Var9 string
 							templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(l.OverLimit)
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 32, Col: 84}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 32, Col: 84}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 							if templ_7745c5c3_Err != nil {
@@ -196,7 +196,7 @@ func planDocsBody(pl plans.Plan, m *docs.Model) templ.Component {
 								var templ_7745c5c3_Var10 string
 								templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(h.Name + ": " + h.Value + "\n")
 								if templ_7745c5c3_Err != nil {
-									return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin_plan_docs.templ`, Line: 39, Col: 42}
+									return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plan_docs.templ`, Line: 39, Col: 42}
 								}
 								_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 								if templ_7745c5c3_Err != nil {
