@@ -53,10 +53,10 @@ func newHistoryEnv(t *testing.T) *historyEnv {
 
 func (h *historyEnv) record(c enforce.Caller, route string, admitted, rejected int) {
 	for range admitted {
-		h.rec.RecordDecision(c, route, true)
+		h.rec.RecordDecision(c, route, 1, true)
 	}
 	for range rejected {
-		h.rec.RecordDecision(c, route, false)
+		h.rec.RecordDecision(c, route, 1, false)
 	}
 }
 

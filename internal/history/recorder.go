@@ -187,10 +187,10 @@ func NewRecorder(pool *pgxpool.Pool, opts Options) *Recorder {
 	return r
 }
 
-// RecordDecision tallies one decided request of caller on route (a ServeMux
+// RecordDecision tallies n decided requests of caller on route (a ServeMux
 // pattern, "" for none): admitted when the handler ran, else rejected. It
 // implements enforce.DecisionRecorder and never blocks on I/O.
-func (r *Recorder) RecordDecision(caller enforce.Caller, route string, admitted bool) {
+func (r *Recorder) RecordDecision(caller enforce.Caller, route string, n int64, admitted bool) {
 	minute := r.now().Unix() / 60
 	k := tallyKey{minute: minute, plan: caller.Plan, route: route, keyID: caller.KeyID, userID: caller.UserID}
 	if caller.KeyID == 0 && caller.UserID == 0 {
@@ -214,9 +214,9 @@ func (r *Recorder) RecordDecision(caller enforce.Caller, route string, admitted 
 		}
 	}
 	if admitted {
-		c.admitted++
+		c.admitted += n
 	} else {
-		c.rejected++
+		c.rejected += n
 	}
 	r.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -62,7 +65,7 @@ func TestTwoRecordersAddUpExactly(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := range per {
-						r.RecordDecision(c, "GET /api/search", i%5 != 0)
+						r.RecordDecision(c, "GET /api/search", 1, i%5 != 0)
 					}
 				}()
 			}
@@ -116,7 +119,7 @@ func TestRecorderKeepsTheTallyThroughAnOutage(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := history.NewRecorder(pool, history.Options{Now: clk.Now, MaxPending: 2, Registerer: reg})
 	for range 7 {
-		r.RecordDecision(dev(3, 30, "free"), "GET /api/items/{id}", true)
+		r.RecordDecision(dev(3, 30, "free"), "GET /api/items/{id}", 1, true)
 	}
 	// The table goes away: the flush fails and the tally is kept.
 	if _, err := pool.Exec(ctx, `ALTER TABLE usage_minutes RENAME TO usage_minutes_away`); err != nil {
@@ -125,13 +128,13 @@ func TestRecorderKeepsTheTallyThroughAnOutage(t *testing.T) {
 	if err := r.Flush(ctx); err == nil {
 		t.Fatal("flush succeeded without its table")
 	}
-	r.RecordDecision(dev(3, 30, "free"), "GET /api/items/{id}", false) // same row: kept
-	r.RecordDecision(dev(4, 40, "free"), "GET /api/items/{id}", true)  // a second row: fits
+	r.RecordDecision(dev(3, 30, "free"), "GET /api/items/{id}", 1, false) // same row: kept
+	r.RecordDecision(dev(4, 40, "free"), "GET /api/items/{id}", 1, true)  // a second row: fits
 	if err := r.Flush(ctx); err == nil {
 		t.Fatal("flush succeeded without its table")
 	}
-	r.RecordDecision(dev(5, 50, "free"), "GET /api/items/{id}", true) // a third: over MaxPending
-	r.RecordDecision(dev(5, 50, "free"), "GET /api/items/{id}", false)
+	r.RecordDecision(dev(5, 50, "free"), "GET /api/items/{id}", 1, true) // a third: over MaxPending
+	r.RecordDecision(dev(5, 50, "free"), "GET /api/items/{id}", 1, false)
 	if err := r.Flush(ctx); err == nil {
 		t.Fatal("third flush succeeded without its table")
 	}
@@ -235,7 +238,7 @@ func TestRecorderBoundsAnonymousAddresses(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	r := history.NewRecorder(pool, history.Options{Now: clk.Now, MaxAddresses: 3})
 	for i := range 10 {
-		r.RecordDecision(enforce.Caller{Subject: fmt.Sprintf("ip:10.%d.0.1", i), Plan: "anonymous"}, "", true)
+		r.RecordDecision(enforce.Caller{Subject: fmt.Sprintf("ip:10.%d.0.1", i), Plan: "anonymous"}, "", 1, true)
 	}
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -362,13 +365,13 @@ func TestRecordDecisionAllocatesNothingForAKnownRow(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 12, 1, 12, 0, 30, 0, time.UTC)}
 	r := history.NewRecorder(nil, history.Options{Now: clk.Now})
 	key, anon := dev(1, 10, "free"), enforce.Caller{Subject: "ip:192.0.2.1", Plan: "anonymous"}
-	r.RecordDecision(key, "GET /api/search", true)
-	r.RecordDecision(anon, "GET /api/search", true)
+	r.RecordDecision(key, "GET /api/search", 1, true)
+	r.RecordDecision(anon, "GET /api/search", 1, true)
 	shadow := enforce.ShadowRejection{Plan: "free", Tier: "t", Subject: key.Subject, Key: key.Key, At: clk.Now()}
 	r.RecordShadow(shadow)
 	if n := testing.AllocsPerRun(200, func() {
-		r.RecordDecision(key, "GET /api/search", true)
-		r.RecordDecision(anon, "GET /api/search", false)
+		r.RecordDecision(key, "GET /api/search", 1, true)
+		r.RecordDecision(anon, "GET /api/search", 1, false)
 		r.RecordShadow(shadow)
 	}); n != 0 {
 		t.Errorf("%v allocations per recorded request, want 0", n)
@@ -382,8 +385,54 @@ func BenchmarkRecordDecision(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			r.RecordDecision(callers[i%len(callers)], "GET /api/search", true)
+			r.RecordDecision(callers[i%len(callers)], "GET /api/search", 1, true)
 			i++
 		}
 	})
+}
+
+func TestGatewayWaysInFeedTheHistory(t *testing.T) {
+	// /v1/check decides a gateway's request on the service's declared
+	// route; an Envoy request with hits_addend 3 (EnforceHits) counts as 3.
+	pool := testenv.Postgres(t)
+	ctx := context.Background()
+	rec := history.NewRecorder(pool, history.Options{})
+	limits := []enforce.Limit{{Name: "orders", Route: "GET /orders/{id}", Algorithm: enforce.FixedWindow, Limit: 4, Window: time.Hour}}
+	res := &resolver{keys: map[string]enforce.Caller{"sk_g": {Subject: "dev:8", Key: "key:80", KeyID: 80, UserID: 8, Plan: "partner", Limits: limits}}}
+	mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{}), res, enforce.MiddlewareOptions{Record: rec})
+	cat, err := services.NewCatalog([]services.Service{{Slug: "shop", Name: "Shop", Routes: []string{"GET /orders/{id}"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := gateway.NewCheck(gateway.CatalogFunc(func() *services.Catalog { return cat }), mw, nil)
+	statuses := map[int]int{}
+	for i := range 6 {
+		req := httptest.NewRequest("GET", gateway.CheckPath, nil)
+		req.Header.Set("Authorization", "Bearer sk_g")
+		req.Header.Set("X-Forwarded-Method", "GET")
+		req.Header.Set("X-Forwarded-Uri", "/orders/"+strconv.Itoa(i))
+		w := httptest.NewRecorder()
+		check.ServeHTTP(w, req)
+		statuses[w.Code]++
+	}
+	if statuses[http.StatusOK] != 4 || statuses[http.StatusTooManyRequests] != 2 {
+		t.Fatalf("statuses %v, want 4 admitted and 2 rejected", statuses)
+	}
+	// Another subject, through EnforceHits: one decision of 3 requests.
+	res.keys["sk_h"] = enforce.Caller{Subject: "dev:9", Key: "key:90", KeyID: 90, UserID: 9, Plan: "partner", Limits: limits}
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("Authorization", "Bearer sk_h")
+	mw.EnforceHits(httptest.NewRecorder(), req, "GET /orders/{id}", 3, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		user int64
+		a, r int64
+	}{{8, 4, 2}, {9, 3, 0}} {
+		a, r := sum(t, pool, `SELECT sum(admitted), sum(rejected) FROM usage_minutes WHERE user_id = $1 AND route = 'GET /orders/{id}' AND plan = 'partner'`, tc.user)
+		if a != tc.a || r != tc.r {
+			t.Errorf("developer %d: admitted %d rejected %d, want %d and %d", tc.user, a, r, tc.a, tc.r)
+		}
+	}
 }
