@@ -436,3 +436,27 @@ func TestGatewayWaysInFeedTheHistory(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMiddlewareRecord is one decided request through the middleware
+// (memory store, a key with one limit) without and with the history
+// recorder, to be run side by side (-count=N interleaves them).
+func BenchmarkMiddlewareRecord(b *testing.B) {
+	limits := []enforce.Limit{{Name: "global", Algorithm: enforce.FixedWindow, Limit: 1 << 40, Window: time.Hour}}
+	res := &resolver{keys: map[string]enforce.Caller{"sk_b": {Subject: "dev:1", Key: "key:10", KeyID: 10, UserID: 1, Plan: "free", Limits: limits}}}
+	for _, tc := range []struct {
+		name string
+		rec  enforce.DecisionRecorder
+	}{{"without", nil}, {"with", history.NewRecorder(nil, history.Options{})}} {
+		b.Run(tc.name, func(b *testing.B) {
+			mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{}), res, enforce.MiddlewareOptions{Record: tc.rec})
+			h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			req := httptest.NewRequest("GET", "/api/search", nil)
+			req.Header.Set("Authorization", "Bearer sk_b")
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(w, req)
+			}
+		})
+	}
+}
