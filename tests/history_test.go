@@ -158,6 +158,9 @@ func TestUsageHistoryInTheBrowser(t *testing.T) {
 	if got := textOf(t, b, "anonymous-rejected"); got != "3" {
 		t.Errorf("overview anonymous rejected %q, want 3", got)
 	}
+	if got := textOf(t, b, "anonymous-card"); got != "2 / 3" {
+		t.Errorf("overview anonymous card %q, want 2 / 3", got)
+	}
 	if got := textOf(t, b, "anonymous-blocks"); !strings.Contains(got, "127.0.0.0/24") {
 		t.Errorf("anonymous blocks %q, want 127.0.0.0/24", got)
 	}
@@ -168,6 +171,9 @@ func TestUsageHistoryInTheBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitText("/admin/plans/"+strconv.FormatInt(pl.ID, 10), "shadow-day", strconv.Itoa(shadow))
+	if got := textOf(t, b, "shadow-tier"); got != "trial" {
+		t.Errorf("shadow tier %q, want trial", got)
+	}
 	if got := textOf(t, b, "shadow-caller"); got != "e2e key ("+devEmail+")" {
 		t.Errorf("shadow caller %q, want the key and %s", got, devEmail)
 	}

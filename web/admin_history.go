@@ -234,7 +234,10 @@ func (s *Server) shadowCallers(ctx context.Context, plan string) ([]views.Shadow
 	}
 	out := make([]views.ShadowCaller, 0, len(rows))
 	for _, r := range rows {
-		c := views.ShadowCaller{Tier: r.Tier, KeyID: r.KeyID, LastHour: r.LastHour, LastDay: r.LastDay}
+		// The engine names a tier "<plan slug>-<tier name>"; show the
+		// name the tiers table shows.
+		tier := strings.TrimPrefix(r.Tier, plan+"-")
+		c := views.ShadowCaller{Tier: tier, KeyID: r.KeyID, LastHour: r.LastHour, LastDay: r.LastDay}
 		switch {
 		case r.KeyID != 0:
 			c.Caller = cmp.Or(r.KeyName, "key "+idText(r.KeyID)) + " (" + cmp.Or(r.Email, "developer "+idText(r.UserID)) + ")"

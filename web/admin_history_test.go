@@ -220,14 +220,17 @@ func TestPlanPageShowsWhoShadowTiersWouldHaveRejected(t *testing.T) {
 	}
 	now := time.Now()
 	for range 6 {
-		h.rec.RecordShadow(enforce.ShadowRejection{Plan: p.Slug, Tier: "trial", Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now})
+		h.rec.RecordShadow(enforce.ShadowRejection{Plan: p.Slug, Tier: plans.PolicyName(p.Slug, "trial"), Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now})
 	}
-	h.rec.RecordShadow(enforce.ShadowRejection{Plan: p.Slug, Tier: "trial", Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now.Add(-3 * time.Hour)})
+	h.rec.RecordShadow(enforce.ShadowRejection{Plan: p.Slug, Tier: plans.PolicyName(p.Slug, "trial"), Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now.Add(-3 * time.Hour)})
 	h.flush()
 	d = op.get("/admin/plans/"+strconv.FormatInt(p.ID, 10), nil).doc(t)
 	rows := d.Find(`[data-testid="shadow-row"]`)
 	if rows.Length() != 1 {
 		t.Fatalf("%d shadow rows, want 1", rows.Length())
+	}
+	if tier := rows.AttrOr("data-tier", ""); tier != "trial" {
+		t.Errorf("tier %q, want trial, as the tiers table names it", tier)
 	}
 	if c := strings.TrimSpace(rows.Find(`[data-testid="shadow-caller"]`).Text()); c != "=cmd|calc ("+developerEmail+")" {
 		t.Errorf("caller %q, want the key and its developer", c)
