@@ -92,7 +92,7 @@ func (s *Server) parseHistoryQuery(r *http.Request, ownUser int64) (historyQuery
 
 // historyView builds the history page for hq; tables lists the breakdowns
 // to show.
-func (s *Server) historyView(ctx context.Context, hq historyQuery, tables []historyTable) (views.HistoryPage, error) {
+func (s *Server) historyView(ctx context.Context, hq historyQuery, action string, tables []historyTable) (views.HistoryPage, error) {
 	points, err := s.deps.History.Series(ctx, hq.filter, hq.res, hq.from, hq.to)
 	if err != nil {
 		return views.HistoryPage{}, err
@@ -110,7 +110,13 @@ func (s *Server) historyView(ctx context.Context, hq historyQuery, tables []hist
 		}
 		vt := views.HistoryTable{Title: t.title, TestID: t.testID}
 		for _, r := range rows {
-			vt.Rows = append(vt.Rows, views.HistoryBreakdown{Label: r.Label, Traffic: views.Traffic{Admitted: r.Admitted, Rejected: r.Rejected}})
+			b := views.HistoryBreakdown{Label: r.Label, Traffic: views.Traffic{Admitted: r.Admitted, Rejected: r.Rejected}}
+			if t.narrow != nil && r.Value != "" {
+				f := hq.form
+				t.narrow(&f, r.Value)
+				b.Href = action + "?" + f.Query()
+			}
+			vt.Rows = append(vt.Rows, b)
 		}
 		v.Tables = append(v.Tables, vt)
 	}
@@ -122,14 +128,24 @@ func (s *Server) historyView(ctx context.Context, hq historyQuery, tables []hist
 type historyTable struct {
 	title, testID string
 	dim           history.Dimension
+	// narrow sets the filter field of a row's value, for its link; nil:
+	// rows are not links.
+	narrow func(f *views.HistoryFilter, value string)
 }
 
+var (
+	narrowPlan      = func(f *views.HistoryFilter, v string) { f.Plan = v }
+	narrowRoute     = func(f *views.HistoryFilter, v string) { f.Route = v }
+	narrowDeveloper = func(f *views.HistoryFilter, v string) { f.Developer = v }
+	narrowKey       = func(f *views.HistoryFilter, v string) { f.Key = v }
+)
+
 var adminHistoryTables = []historyTable{
-	{"By plan", "history-by-plan", history.ByPlan},
-	{"By route", "history-by-route", history.ByRoute},
-	{"By developer", "history-by-developer", history.ByDeveloper},
-	{"By key", "history-by-key", history.ByKey},
-	{"Anonymous by address block", "history-by-address", history.ByAddress},
+	{"By plan", "history-by-plan", history.ByPlan, narrowPlan},
+	{"By route", "history-by-route", history.ByRoute, narrowRoute},
+	{"By developer", "history-by-developer", history.ByDeveloper, narrowDeveloper},
+	{"By key", "history-by-key", history.ByKey, narrowKey},
+	{"Anonymous by address block", "history-by-address", history.ByAddress, nil},
 }
 
 // adminHistory is the operator's usage history: per minute or hour, per
@@ -148,7 +164,7 @@ func (s *Server) adminHistory(w http.ResponseWriter, r *http.Request) {
 	if !hq.filter.Anonymous && (hq.filter.UserID != 0 || hq.filter.KeyID != 0) {
 		tables = tables[:4] // a developer or key has no anonymous traffic
 	}
-	v, err := s.historyView(r.Context(), hq, tables)
+	v, err := s.historyView(r.Context(), hq, "/admin/history", tables)
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
+
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
@@ -114,6 +116,19 @@ func TestAdminHistoryShowsAndDownloadsTheTraffic(t *testing.T) {
 				t.Error("the chart draws no admitted bar")
 			}
 		})
+	}
+
+	// Each breakdown row narrows the history to itself.
+	d := op.get("/admin/history?range=1h", nil).doc(t)
+	links := map[string]string{}
+	d.Find(`[data-testid="history-by-developer-row"] a, [data-testid="history-by-route-row"] a`).Each(func(_ int, a *goquery.Selection) {
+		links[a.Text()] = a.AttrOr("href", "")
+	})
+	if got, want := links[developerEmail], "/admin/history?developer="+strconv.FormatInt(h.dev.ID, 10)+"&range=1h"; got != want {
+		t.Errorf("developer link %q, want %q (all links %v)", got, want, links)
+	}
+	if got, want := links["GET /api/items/{id}"], "/admin/history?range=1h&route=GET+%2Fapi%2Fitems%2F%7Bid%7D"; got != want {
+		t.Errorf("route link %q, want %q", got, want)
 	}
 
 	res := op.get("/admin/history.csv?developer="+strconv.FormatInt(h.dev.ID, 10), nil)

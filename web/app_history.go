@@ -9,8 +9,8 @@ import (
 )
 
 var appHistoryTables = []historyTable{
-	{"By key", "history-by-key", history.ByKey},
-	{"By route", "history-by-route", history.ByRoute},
+	{"By key", "history-by-key", history.ByKey, narrowKey},
+	{"By route", "history-by-route", history.ByRoute, narrowRoute},
 }
 
 // myHistory is a developer's usage history: their own keys only, per
@@ -26,7 +26,7 @@ func (s *Server) myHistory(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	v, err := s.historyView(r.Context(), hq, appHistoryTables)
+	v, err := s.historyView(r.Context(), hq, "/app/history", appHistoryTables)
 	if err != nil {
 		s.error(w, r, err)
 		return

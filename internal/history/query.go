@@ -193,7 +193,11 @@ LIMIT %[4]d`, table, at, cond, MaxRows)
 
 // Breakdown is the traffic of one value of a dimension over a range.
 type Breakdown struct {
-	Label    string `db:"label"`
+	Label string `db:"label"`
+	// Value is what a Filter field takes to select this group: the plan's
+	// slug, the route, the developer's or key's id ("" for anonymous and
+	// for address blocks).
+	Value    string `db:"value"`
 	Admitted int64  `db:"admitted"`
 	Rejected int64  `db:"rejected"`
 }
@@ -214,29 +218,31 @@ const (
 // first, at most limit groups. Developers and keys are labelled with the
 // email and the key's name; anonymous rows group as "anonymous".
 func (q *Reader) Top(ctx context.Context, f Filter, dim Dimension, res Resolution, from, to time.Time, limit int) ([]Breakdown, error) {
-	var label string
+	var label, value string
 	switch dim {
 	case ByPlan:
-		label = "h.plan"
+		label, value = "h.plan", "h.plan"
 	case ByRoute:
-		label = "CASE WHEN h.route = '' THEN '(no route)' ELSE h.route END"
+		label, value = "CASE WHEN h.route = '' THEN '(no route)' ELSE h.route END", "h.route"
 	case ByDeveloper:
 		label = "CASE WHEN h.user_id = 0 THEN 'anonymous' ELSE COALESCE(u.email, 'developer ' || h.user_id) END"
+		value = "CASE WHEN h.user_id = 0 THEN '' ELSE h.user_id::text END"
 	case ByKey:
 		label = "CASE WHEN h.key_id = 0 THEN 'anonymous' ELSE COALESCE(k.name || ' (' || u.email || ')', 'key ' || h.key_id) END"
+		value = "CASE WHEN h.key_id = 0 THEN '' ELSE h.key_id::text END"
 	case ByAddress:
-		label = "CASE WHEN h.address = '' THEN 'other addresses' ELSE h.address END"
+		label, value = "CASE WHEN h.address = '' THEN 'other addresses' ELSE h.address END", "''"
 	default:
 		return nil, fmt.Errorf("usage history: unknown dimension %q", dim)
 	}
 	table, at := res.table()
 	cond, args := f.where()
-	sql := fmt.Sprintf(`SELECT %[4]s AS label, sum(h.admitted)::bigint AS admitted, sum(h.rejected)::bigint AS rejected
+	sql := fmt.Sprintf(`SELECT %[4]s AS label, %[6]s AS value, sum(h.admitted)::bigint AS admitted, sum(h.rejected)::bigint AS rejected
 FROM %[1]s h
 LEFT JOIN api_keys k ON k.id = h.key_id
 LEFT JOIN users u ON u.id = h.user_id
 WHERE h.%[2]s >= $1 AND h.%[2]s < $2%[3]s
-GROUP BY 1 ORDER BY sum(h.admitted + h.rejected) DESC, 1 LIMIT %[5]d`, table, at, cond, label, max(limit, 1))
+GROUP BY 1, 2 ORDER BY sum(h.admitted + h.rejected) DESC, 1 LIMIT %[5]d`, table, at, cond, label, max(limit, 1), value)
 	rows, err := q.pool.Query(ctx, sql, append([]any{from, to}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("usage history breakdown: %w", err)
