@@ -196,27 +196,35 @@ func (s *Server) adminHistoryCSV(w http.ResponseWriter, r *http.Request) {
 var historyCSVHeader = []string{"time", "plan", "route", "key_id", "key_name", "developer_id", "developer_email", "address_block", "admitted", "rejected"}
 
 func (s *Server) writeHistoryCSV(w http.ResponseWriter, r *http.Request, hq historyQuery, name string) {
-	rows, err := s.deps.History.Rows(r.Context(), hq.filter, hq.res, hq.from, hq.to)
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
 	h := w.Header()
 	h.Set("Content-Type", "text/csv; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Disposition", `attachment; filename="`+name+"-"+hq.form.Range+"-"+string(hq.res)+`.csv"`)
 	cw := csv.NewWriter(w)
 	_ = cw.Write(historyCSVHeader)
-	for _, row := range rows {
-		_ = cw.Write([]string{
+	rows := 0
+	err := s.deps.History.EachRow(r.Context(), hq.filter, hq.res, hq.from, hq.to, func(row history.Row) error {
+		rows++
+		return cw.Write([]string{
 			row.At.UTC().Format(time.RFC3339), csvText(row.Plan), csvText(row.Route),
 			idText(row.KeyID), csvText(row.KeyName), idText(row.UserID), csvText(row.Email), row.Address,
 			strconv.FormatInt(row.Admitted, 10), strconv.FormatInt(row.Rejected, 10),
 		})
+	})
+	if err != nil && rows == 0 && r.Context().Err() == nil {
+		// Nothing but the header has been buffered: answer the error
+		// instead (csv.Writer buffers 4 KB before the first write).
+		h.Del("Content-Disposition")
+		s.error(w, r, err)
+		return
 	}
 	cw.Flush()
-	if err := cw.Error(); err != nil && r.Context().Err() == nil {
-		s.log.Warn("history CSV", "err", err)
+	if err == nil {
+		err = cw.Error()
+	}
+	if err != nil && r.Context().Err() == nil {
+		// The answer is on its way; it ends short, and the log says why.
+		s.log.Warn("history CSV cut short", "err", err, "rows", rows)
 	}
 }
 

@@ -152,28 +152,30 @@ FROM %[1]s h WHERE h.%[2]s >= $1 AND h.%[2]s < $2%[3]s GROUP BY h.%[2]s`, table,
 
 // Row is one stored history row, with the names a person reads.
 type Row struct {
-	At       time.Time `db:"at"`
-	Plan     string    `db:"plan"`
-	Route    string    `db:"route"`
-	KeyID    int64     `db:"key_id"`
-	KeyName  string    `db:"key_name"`
-	UserID   int64     `db:"user_id"`
-	Email    string    `db:"email"`
-	Address  string    `db:"address"`
-	Admitted int64     `db:"admitted"`
-	Rejected int64     `db:"rejected"`
+	At       time.Time
+	Plan     string
+	Route    string
+	KeyID    int64
+	KeyName  string // "" when the key is gone, or for anonymous rows
+	UserID   int64
+	Email    string
+	Address  string // the anonymous address block, else ""
+	Admitted int64
+	Rejected int64
 }
 
-// MaxRows bounds one Rows answer (a CSV download).
-const MaxRows = 500_000
+// MaxRows bounds one EachRow answer (a CSV download).
+const MaxRows = 1_000_000
 
-// Rows returns f's stored rows of res in [from, to), oldest first, at most
-// MaxRows.
-func (q *Reader) Rows(ctx context.Context, f Filter, res Resolution, from, to time.Time) ([]Row, error) {
+// EachRow calls fn with each of f's stored rows of res in [from, to),
+// oldest first, at most MaxRows, as they are read (a download of 90 days
+// is never held in memory whole). An error from fn stops the reading and
+// is returned.
+func (q *Reader) EachRow(ctx context.Context, f Filter, res Resolution, from, to time.Time, fn func(Row) error) error {
 	table, at := res.table()
 	cond, args := f.where()
-	sql := fmt.Sprintf(`SELECT h.%[2]s AS at, h.plan, h.route, h.key_id, COALESCE(k.name, '') AS key_name,
-       h.user_id, COALESCE(u.email, '') AS email, h.address, h.admitted, h.rejected
+	sql := fmt.Sprintf(`SELECT h.%[2]s, h.plan, h.route, h.key_id, COALESCE(k.name, ''),
+       h.user_id, COALESCE(u.email, ''), h.address, h.admitted, h.rejected
 FROM %[1]s h
 LEFT JOIN api_keys k ON k.id = h.key_id
 LEFT JOIN users u ON u.id = h.user_id
@@ -182,13 +184,15 @@ ORDER BY h.%[2]s, h.plan, h.route, h.user_id, h.key_id, h.address
 LIMIT %[4]d`, table, at, cond, MaxRows)
 	rows, err := q.pool.Query(ctx, sql, append([]any{from, to}, args...)...)
 	if err != nil {
-		return nil, fmt.Errorf("usage history rows: %w", err)
+		return fmt.Errorf("usage history rows: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Row])
+	var r Row
+	_, err = pgx.ForEachRow(rows, []any{&r.At, &r.Plan, &r.Route, &r.KeyID, &r.KeyName, &r.UserID, &r.Email, &r.Address, &r.Admitted, &r.Rejected},
+		func() error { return fn(r) })
 	if err != nil {
-		return nil, fmt.Errorf("usage history rows: %w", err)
+		return fmt.Errorf("usage history rows: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // Breakdown is the traffic of one value of a dimension over a range.
