@@ -230,6 +230,9 @@ func TestPlanPageShowsWhoShadowTiersWouldHaveRejected(t *testing.T) {
 	}
 	op := h.signedIn(operatorEmail)
 	d := op.get("/admin/plans/"+strconv.FormatInt(p.ID, 10), nil).doc(t)
+	if href := d.Find(`[data-testid="plan-history"]`).AttrOr("href", ""); href != "/admin/history?plan="+p.Slug {
+		t.Errorf("plan history link %q", href)
+	}
 	if count(d, "shadow-table") != 1 || count(d, "shadow-empty") != 1 {
 		t.Fatalf("a plan with a shadow tier and no would-be rejections: want the table, empty")
 	}
