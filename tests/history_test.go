@@ -189,4 +189,18 @@ func TestUsageHistoryInTheBrowser(t *testing.T) {
 	if a, r := textOf(t, dev, "history-admitted"), textOf(t, dev, "history-rejected"); a != "5" || r != "3" {
 		t.Errorf("the developer's history shows %s admitted, %s rejected, want 5 and 3", a, r)
 	}
+	// At phone width the page does not scroll sideways.
+	for _, path := range []string{"/app/history?range=1h"} {
+		do(t, dev, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(p.URL+path), chromedp.WaitVisible(tid("history-chart")))
+		overflow, err := chromedp.Run(dev, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+		if err != nil || overflow {
+			t.Errorf("%s scrolls sideways at 390 px (%v)", path, err)
+		}
+		screenshot(t, dev, "history-390")
+	}
+	do(t, b, "operator at phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(p.URL+"/admin/history?range=1h"), chromedp.WaitVisible(tid("history-chart")))
+	if overflow, err := chromedp.Run(b, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)); err != nil || overflow {
+		t.Errorf("/admin/history scrolls sideways at 390 px (%v)", err)
+	}
+	screenshot(t, b, "admin-history-390")
 }
