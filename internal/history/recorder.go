@@ -54,9 +54,10 @@ type Options struct {
 	// is counted in one row with address "" so a flood from many
 	// addresses cannot grow the tally.
 	MaxAddresses int
-	// MaxPending bounds the rows kept while Postgres is unreachable
-	// (DefaultMaxPending, about 40 MB); the requests of rows that do not
-	// fit are counted in sluice_history_dropped_requests_total.
+	// MaxPending bounds the usage rows, and apart the shadow rows, kept
+	// while Postgres is unreachable (DefaultMaxPending, about 40 MB each);
+	// the requests of rows that do not fit are counted in
+	// sluice_history_dropped_requests_total.
 	MaxPending int
 	Logger     *slog.Logger
 	// Registerer, when set, receives sluice_history_flushes_total{result},
