@@ -194,6 +194,17 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		go func() { defer wg.Done(); _ = recorder.Run(bg) }()
 		decider = traffic.Wrap(limiter, recorder)
 	}
+	// Threshold alerts (issue 12, item 5): see alerts.go.
+	alertDeps, err := startAlerts(bg, &wg, d, planSvc, keySvc, cmp.Or(dashboard, limiter))
+	if err != nil {
+		stop()
+		wg.Wait()
+		for _, c := range closers {
+			c()
+		}
+		return nil, nil, err
+	}
+
 	mw := enforce.NewMiddleware(decider, holder, enforce.MiddlewareOptions{
 		TrustedProxies: d.cfg.TrustedProxies,
 		Logger:         d.logger,
@@ -259,6 +270,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Regions:        regionSource,
 		RegionUsage:    regionUsage,
 		Traffic:        recorder,
+		Alerts:         alertDeps.service,
+		AlertSender:    alertDeps.worker,
+		AlertEmail:     alertDeps.email,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {
