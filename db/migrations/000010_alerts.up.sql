@@ -38,10 +38,12 @@ CREATE TABLE alert_firings (
     limit_name   text        NOT NULL,
     threshold    text        NOT NULL,
     period_start timestamptz NOT NULL,
+    -- past it the row can claim nothing more and is pruned
+    period_end   timestamptz NOT NULL,
     fired_at     timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (subject, limit_name, threshold, period_start)
 );
-CREATE INDEX alert_firings_fired_at ON alert_firings (fired_at);
+CREATE INDEX alert_firings_period_end ON alert_firings (period_end);
 
 -- The delivery queue: a row per event and destination (a webhook, or an
 -- email address), so nothing queued is lost on restart.

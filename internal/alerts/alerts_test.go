@@ -217,12 +217,12 @@ func TestTwoEvaluatorsFireOnce(t *testing.T) {
 	}
 }
 
-// At 60 % of a daily quota half-way through the day, the pace projects 120 %:
+// At 60 % of a daily quota ten hours into the day, the pace projects 144 %:
 // the pace alert fires, once, and no threshold does.
 func TestPaceAlert(t *testing.T) {
 	f := newFixture(t, testenv.Postgres(t), plans.LimitInput{Name: "daily", Algorithm: "quota", Period: "day", Limit: 10})
 	ctx := context.Background()
-	clock := f.dev.CreatedAt.Add(12 * time.Hour)
+	clock := f.dev.CreatedAt.Add(10 * time.Hour)
 	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return clock }})
 	if _, err := f.svc.SaveRule(ctx, f.dev.ID, nil, []int32{80, 100}, true, false); err != nil {
 		t.Fatal(err)
@@ -234,11 +234,11 @@ func TestPaceAlert(t *testing.T) {
 	}
 	rcv.secret = []byte(secret)
 	ev := f.evaluator(f.pool, store, false)
-	f.spend(store, 5) // 50 %: the pace says 100 %, not beyond
+	f.spend(store, 4) // 40 %: the pace says 96 %, not beyond
 	if n := f.evaluate(ev); n != 0 {
-		t.Fatalf("at 50%%: fired %d, want 0", n)
+		t.Fatalf("at 40%%: fired %d, want 0", n)
 	}
-	f.spend(store, 1)
+	f.spend(store, 2)
 	if n := f.evaluate(ev); n != 1 {
 		t.Fatalf("at 60%%: fired %d, want 1 (the pace)", n)
 	}
@@ -248,8 +248,8 @@ func TestPaceAlert(t *testing.T) {
 	w, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{})
 	drain(t, f.pool, w)
 	calls := rcv.snapshot()
-	if len(calls) != 1 || calls[0].event.Type != alerts.EventPace || calls[0].event.ProjectedUse != 12 {
-		t.Fatalf("receiver got %+v, want one quota.pace projecting 12", calls)
+	if len(calls) != 1 || calls[0].event.Type != alerts.EventPace || calls[0].event.ProjectedUse != 14 {
+		t.Fatalf("receiver got %+v, want one quota.pace projecting 14", calls)
 	}
 	if got, want := calls[0].event.PeriodStart, f.dev.CreatedAt.UTC().Round(time.Second); !got.Equal(want) {
 		t.Errorf("period start %v, want the anchor %v", got, want)
@@ -363,5 +363,54 @@ func TestParseThresholds(t *testing.T) {
 		if !slices.Equal(got, tc.want) || (err != nil) != tc.err {
 			t.Errorf("ParseThresholds(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// A round prunes firings whose period is over and old finished
+// deliveries, and keeps the rest.
+func TestEvaluatePrunes(t *testing.T) {
+	f := newFixture(t, testenv.Postgres(t), dailyWindow)
+	ctx := context.Background()
+	if err := f.svc.EnsureDefaultRule(ctx, f.dev.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO alert_firings (subject, limit_name, threshold, period_start, period_end) VALUES
+		 ('dev:1', 'old', 'pct:80', now() - interval '2 days', now() - interval '1 day'),
+		 ('dev:1', 'current', 'pct:80', now() - interval '1 hour', now() + interval '1 hour')`,
+		`INSERT INTO alert_deliveries (user_id, email_to, event_type, payload, state, created_at) VALUES
+		 ($1, 'a@example.com', 'test', '{}', 'delivered', now() - interval '31 days'),
+		 ($1, 'a@example.com', 'test', '{}', 'pending', now() - interval '31 days'),
+		 ($1, 'a@example.com', 'test', '{}', 'failed', now() - interval '1 day')`,
+	} {
+		args := []any{}
+		if strings.Contains(q, "$1") {
+			args = append(args, f.dev.ID)
+		}
+		if _, err := f.pool.Exec(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := enforce.NewMemoryStore(enforce.MemoryOptions{})
+	f.evaluate(f.evaluator(f.pool, store, false))
+	var firings []string
+	rows, _ := f.pool.Query(ctx, `SELECT limit_name FROM alert_firings ORDER BY 1`)
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		firings = append(firings, s)
+	}
+	if !slices.Equal(firings, []string{"current"}) {
+		t.Errorf("firings left %v, want [current]", firings)
+	}
+	var states []string
+	rows, _ = f.pool.Query(ctx, `SELECT state FROM alert_deliveries ORDER BY 1`)
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		states = append(states, s)
+	}
+	if !slices.Equal(states, []string{"failed", "pending"}) {
+		t.Errorf("deliveries left %v, want [failed pending]", states)
 	}
 }

@@ -29,6 +29,14 @@ const paceMinUsedPercent = 10
 // maxKeysPerDeveloper bounds the keys evaluated per developer per round.
 const maxKeysPerDeveloper = 100
 
+// Retention: a firing is kept until its period has ended (and an hour
+// more, for clocks that disagree); finished deliveries and their attempts
+// for deliveryRetention. Pruning runs at most every pruneEvery.
+const (
+	deliveryRetention = 30 * 24 * time.Hour
+	pruneEvery        = time.Minute
+)
+
 // EvaluatorOptions configures NewEvaluator.
 type EvaluatorOptions struct {
 	// Store is the engine to Peek (the dashboards' store: off the request
@@ -57,6 +65,9 @@ type Evaluator struct {
 	opts EvaluatorOptions
 	log  *slog.Logger
 	now  func() time.Time
+	// pruned is when this evaluator last pruned (Evaluate runs in one
+	// goroutine at a time per evaluator; Run never overlaps rounds).
+	pruned time.Time
 }
 
 // NewEvaluator returns an Evaluator over pool.
@@ -136,7 +147,28 @@ func (e *Evaluator) Evaluate(ctx context.Context) (int, error) {
 	if fired > 0 && e.opts.Wake != nil {
 		e.opts.Wake()
 	}
+	if now := e.now(); now.Sub(e.pruned) >= pruneEvery {
+		if err := e.prune(ctx); err != nil {
+			errs = append(errs, err)
+		} else {
+			e.pruned = now
+		}
+	}
 	return fired, errors.Join(errs...)
+}
+
+// prune deletes firings whose period is over and old finished deliveries,
+// so the tables stay the size of what can still matter.
+func (e *Evaluator) prune(ctx context.Context) error {
+	if _, err := e.pool.Exec(ctx, `DELETE FROM alert_firings WHERE period_end < now() - interval '1 hour'`); err != nil {
+		return fmt.Errorf("alerts: prune firings: %w", err)
+	}
+	if _, err := e.pool.Exec(ctx, `
+DELETE FROM alert_deliveries WHERE state <> 'pending' AND created_at < now() - make_interval(secs => $1)`,
+		deliveryRetention.Seconds()); err != nil {
+		return fmt.Errorf("alerts: prune deliveries: %w", err)
+	}
+	return nil
 }
 
 // evaluateDeveloper peeks every active key of one developer under the rule
@@ -214,6 +246,7 @@ func (e *Evaluator) evaluateDeveloper(ctx context.Context, rules []ruleRow) (int
 type crossing struct {
 	subject   string
 	threshold string
+	periodEnd time.Time
 	event     Event
 }
 
@@ -242,12 +275,14 @@ func capacity(l enforce.Limit) int64 {
 func crossings(l enforce.LayerResult, at time.Time, rule Rule) []crossing {
 	lim := l.Limit
 	var start, resets time.Time
-	var length time.Duration
+	var length, elapsed time.Duration
 	resets = at.Add(l.ResetAfter).UTC().Truncate(time.Second)
 	switch {
 	case lim.Algorithm == enforce.Quota && l.Period > 0:
-		length = l.Period
-		start = at.Add(l.ResetAfter - l.Period).UTC().Round(time.Second)
+		length, elapsed = l.Period, l.Period-l.ResetAfter
+		// Rounded, the start names the period the same way in every
+		// round whatever the store's sub-second timing.
+		start = at.Add(-elapsed).UTC().Round(time.Second)
 	case lim.Window > 0:
 		length = lim.Window
 		w := lim.Window.Microseconds()
@@ -276,10 +311,9 @@ func crossings(l enforce.LayerResult, at time.Time, rule Rule) []crossing {
 		ev.ID, ev.Type, ev.ThresholdPercent = newEventID(), EventThreshold, int(t)
 		ev.Message = fmt.Sprintf("You have used %d%% of %s (%d of %d); it resets at %s.",
 			pct, lim.Name, used, of, resets.Format(time.RFC3339))
-		out = append(out, crossing{threshold: "pct:" + strconv.Itoa(int(t)), event: ev})
+		out = append(out, crossing{threshold: "pct:" + strconv.Itoa(int(t)), periodEnd: start.Add(length), event: ev})
 	}
 	if rule.Pace && lim.Algorithm == enforce.Quota && l.Period > 0 && used < of && used*100 >= paceMinUsedPercent*of {
-		elapsed := at.Sub(start)
 		if elapsed > 0 {
 			projected := int64(float64(used) * float64(l.Period) / float64(elapsed))
 			if projected > of {
@@ -287,7 +321,7 @@ func crossings(l enforce.LayerResult, at time.Time, rule Rule) []crossing {
 				ev.ID, ev.Type, ev.ProjectedUse = newEventID(), EventPace, projected
 				ev.Message = fmt.Sprintf("At this pace %s runs out before it renews at %s: %d of %d used, about %d by the renewal.",
 					lim.Name, resets.Format(time.RFC3339), used, of, projected)
-				out = append(out, crossing{threshold: "pace", event: ev})
+				out = append(out, crossing{threshold: "pace", periodEnd: start.Add(length), event: ev})
 			}
 		}
 	}
@@ -308,8 +342,8 @@ func (e *Evaluator) fire(ctx context.Context, c crossing, rule *ruleRow) (bool, 
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	tag, err := tx.Exec(ctx, `
-INSERT INTO alert_firings (subject, limit_name, threshold, period_start) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING`, c.subject, c.event.Limit.Policy, c.threshold, c.event.PeriodStart)
+INSERT INTO alert_firings (subject, limit_name, threshold, period_start, period_end) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT DO NOTHING`, c.subject, c.event.Limit.Policy, c.threshold, c.event.PeriodStart, c.periodEnd)
 	if err != nil {
 		return false, fmt.Errorf("alerts: claim crossing: %w", err)
 	}
