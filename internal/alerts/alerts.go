@@ -145,7 +145,14 @@ func CheckURL(raw string) (string, error) {
 			return bad("has a bad port")
 		}
 	}
-	if net.ParseIP(host) == nil && !validHostname(host) {
+	if ip := net.ParseIP(host); ip != nil {
+		// Loopback stays allowed (a receiver on the same machine, tests);
+		// these can never be a webhook receiver, and link-local holds
+		// the clouds' metadata services.
+		if ip.IsUnspecified() || ip.IsMulticast() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.Equal(net.IPv4bcast) {
+			return bad("must not be an unspecified, broadcast, multicast or link-local address")
+		}
+	} else if !validHostname(host) {
 		return bad("has a bad host name")
 	}
 	return u.String(), nil

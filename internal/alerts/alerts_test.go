@@ -325,6 +325,10 @@ func TestCheckURL(t *testing.T) {
 		{"https://example.com/#frag", "", "must not have a #fragment"},
 		{"https://bad_host!.com/", "", "has a bad host name"},
 		{"https://example.com:99999/", "", "has a bad port"},
+		{"http://169.254.169.254/latest/meta-data/", "", "must not be an unspecified, broadcast, multicast or link-local address"},
+		{"http://0.0.0.0:8080/", "", "must not be an unspecified, broadcast, multicast or link-local address"},
+		{"http://[fe80::1]/", "", "must not be an unspecified, broadcast, multicast or link-local address"},
+		{"http://[::1]:9000/hook", "http://[::1]:9000/hook", ""},
 	}
 	for _, tc := range tests {
 		got, err := alerts.CheckURL(tc.in)
@@ -412,5 +416,41 @@ func TestEvaluatePrunes(t *testing.T) {
 	}
 	if !slices.Equal(states, []string{"failed", "pending"}) {
 		t.Errorf("deliveries left %v, want [failed pending]", states)
+	}
+}
+
+// The stored secret is sealed: the row does not hold it, and a worker with
+// another session secret cannot sign with it (the delivery fails, saying
+// why, and is retried rather than sent unsigned).
+func TestWebhookSecretIsSealed(t *testing.T) {
+	f := newFixture(t, testenv.Postgres(t), dailyWindow)
+	ctx := context.Background()
+	rcv := newReceiver(t)
+	hook, secret, err := f.svc.CreateWebhook(ctx, f.dev.ID, rcv.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sealed []byte
+	var prefix string
+	if err := f.pool.QueryRow(ctx, `SELECT secret_sealed, secret_prefix FROM alert_webhooks WHERE id = $1`, hook.ID).Scan(&sealed, &prefix); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(sealed), secret[len("whsec_"):]) || !strings.HasPrefix(secret, prefix) || len(prefix) != 12 {
+		t.Fatalf("stored %q with prefix %q for secret %q", sealed, prefix, secret)
+	}
+	id, err := f.svc.EnqueueTest(ctx, f.dev.ID, hook.ID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := alerts.NewWorker(f.pool, []byte("another session secret, 32 bytes long at least"), alerts.WorkerOptions{})
+	if ok, err := other.SendNow(ctx, id); !ok || err != nil {
+		t.Fatalf("SendNow = %v, %v", ok, err)
+	}
+	if n := len(rcv.snapshot()); n != 0 {
+		t.Fatalf("the receiver got %d requests signed without the secret", n)
+	}
+	log, _ := f.svc.Deliveries(ctx, f.dev.ID, 1)
+	if len(log) != 1 || log[0].State != "pending" || log[0].LastError != "webhook secret unreadable (was the session secret changed?)" {
+		t.Fatalf("delivery: %+v", log)
 	}
 }
