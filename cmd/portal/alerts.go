@@ -6,9 +6,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/alerts"
-	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
-	"github.com/sluicehq/sluice/internal/plans"
 )
 
 // alertsDeps is what the alerts pages need from startAlerts.
@@ -23,7 +21,7 @@ type alertsDeps struct {
 // dashboards' store, so alerts never queue behind the request path. Every
 // instance runs both: the crossings are claimed in Postgres, so each fires
 // once, and the workers share the queue.
-func startAlerts(bg context.Context, wg *sync.WaitGroup, d serverDeps, planSvc *plans.Service, keySvc *apikeys.Service, store enforce.Store) (alertsDeps, error) {
+func startAlerts(bg context.Context, wg *sync.WaitGroup, d serverDeps, store enforce.Store) (alertsDeps, error) {
 	svc, err := alerts.NewService(d.pool, d.cfg.SessionSecret)
 	if err != nil {
 		return alertsDeps{}, fmt.Errorf("alerts: %w", err)
@@ -39,7 +37,7 @@ func startAlerts(bg context.Context, wg *sync.WaitGroup, d serverDeps, planSvc *
 		return alertsDeps{}, fmt.Errorf("alerts: %w", err)
 	}
 	ev := alerts.NewEvaluator(d.pool, alerts.EvaluatorOptions{
-		Store: store, Plans: planSvc, Keys: keySvc, Interval: d.cfg.AlertInterval,
+		Store: store, Interval: d.cfg.AlertInterval,
 		Email: mailer != nil, Logger: d.logger, Wake: worker.Wake,
 	})
 	wg.Add(2)

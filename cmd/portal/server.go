@@ -195,7 +195,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		decider = traffic.Wrap(limiter, recorder)
 	}
 	// Threshold alerts (issue 12, item 5): see alerts.go.
-	alertDeps, err := startAlerts(bg, &wg, d, planSvc, keySvc, cmp.Or(dashboard, limiter))
+	alertDeps, err := startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter))
 	if err != nil {
 		stop()
 		wg.Wait()

@@ -454,3 +454,32 @@ func TestWebhookSecretIsSealed(t *testing.T) {
 		t.Fatalf("delivery: %+v", log)
 	}
 }
+
+// A key's own override of a plan limit is what its alerts measure against.
+func TestKeyOverrideIsWhatAlertsMeasure(t *testing.T) {
+	f := newFixture(t, testenv.Postgres(t), dailyWindow)
+	ctx := context.Background()
+	k, err := f.keys.SetOverrides(ctx, "test", f.key.ID, f.key.Version, []plans.LimitInput{
+		{Name: "global", Algorithm: "fixed_window", Limit: 4, WindowSeconds: 86400}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.key = k
+	if f.limits, err = f.plans.KeyLimits(ctx, k.PlanSlug, k.Overrides); err != nil || f.limits[0].Limit != 4 {
+		t.Fatalf("limits with the override: %+v %v", f.limits, err)
+	}
+	if _, err := f.svc.SaveRule(ctx, f.dev.ID, nil, []int32{100}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }})
+	ev := f.evaluator(f.pool, store, false)
+	f.spend(store, 3)
+	if n := f.evaluate(ev); n != 0 {
+		t.Fatalf("3 of 4: fired %d, want 0", n)
+	}
+	f.spend(store, 1)
+	if n := f.evaluate(ev); n != 1 {
+		t.Fatalf("4 of 4: fired %d, want 1", n)
+	}
+}

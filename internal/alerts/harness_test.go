@@ -32,17 +32,27 @@ type fixture struct {
 	dev    users.User
 	key    apikeys.Key
 	limits []enforce.Limit
+	planID *int64
 }
 
 func newFixture(t *testing.T, pool *pgxpool.Pool, limit plans.LimitInput) *fixture {
 	t.Helper()
+	f := newPlanFixture(t, pool, limit)
+	f.t = t
+	return f
+}
+
+// newPlanFixture is newFixture for benchmarks too (f.t stays nil).
+func newPlanFixture(t testing.TB, pool *pgxpool.Pool, limit plans.LimitInput) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
-	f := &fixture{t: t, pool: pool, plans: plans.NewService(pool, nil, logger), keys: apikeys.NewService(pool, nil, logger)}
+	f := &fixture{pool: pool, plans: plans.NewService(pool, nil, logger), keys: apikeys.NewService(pool, nil, logger)}
 	p, err := f.plans.Create(ctx, "test", plans.PlanInput{Slug: "metered", Name: "Metered", Limits: []plans.LimitInput{limit}})
 	if err != nil {
 		t.Fatalf("create plan: %v", err)
 	}
+	f.planID = &p.ID
 	if f.dev, err = users.NewRepo(pool).Create(ctx, users.NewUser{Email: "dev@example.com", Password: "correct horse battery", Role: users.RoleDeveloper, PlanID: &p.ID}); err != nil {
 		t.Fatalf("create developer: %v", err)
 	}
@@ -76,7 +86,7 @@ func (f *fixture) spend(store enforce.Store, n int) {
 }
 
 func (f *fixture) evaluator(pool *pgxpool.Pool, store enforce.Store, email bool) *alerts.Evaluator {
-	return alerts.NewEvaluator(pool, alerts.EvaluatorOptions{Store: store, Plans: f.plans, Keys: f.keys, Email: email})
+	return alerts.NewEvaluator(pool, alerts.EvaluatorOptions{Store: store, Email: email})
 }
 
 func (f *fixture) evaluate(e *alerts.Evaluator) int {
