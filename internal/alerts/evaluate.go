@@ -125,8 +125,8 @@ type watchedKey struct {
 // One query for every watched key: the plan that applies to a key is its
 // own, else its owner's, else the default (as apikeys reads it), and its
 // quotas renew at the owner's billing anchor, else their sign-up (as
-// billing reads it). A round is then four queries whatever the number of
-// developers (measured: BenchmarkEvaluateRound).
+// billing reads it). A round then reads Postgres a fixed few times
+// whatever the number of developers (measured: BenchmarkEvaluateRound).
 const selectWatchedKeys = `
 SELECT k.id AS key_id, k.user_id, COALESCE(kp.slug, up.slug, dp.slug, '') AS plan_slug, k.overrides,
        COALESCE(u.billing_anchor, u.created_at) AS anchor
