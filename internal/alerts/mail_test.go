@@ -3,8 +3,11 @@ package alerts_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -36,9 +39,18 @@ type mail struct {
 }
 
 func newSMTPServer(t *testing.T, user, pass string, failRcpt int) *smtpServer {
+	return newSMTPServerOn(t, user, pass, failRcpt, nil)
+}
+
+// newSMTPServerOn is newSMTPServer speaking TLS from the first byte
+// (smtps) when cfg is set.
+func newSMTPServerOn(t *testing.T, user, pass string, failRcpt int, cfg *tls.Config) *smtpServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
 	}
 	s := &smtpServer{ln: ln, user: user, pass: pass, failRcpt: failRcpt}
 	t.Cleanup(func() { _ = ln.Close() })
@@ -180,6 +192,31 @@ func TestEmailAlertThroughSMTP(t *testing.T) {
 	if len(log) != 1 || log[0].State != "delivered" || log[0].Attempts != 2 || log[0].LastStatus == nil ||
 		*log[0].LastStatus != 250 || log[0].Destination != "dev@example.com" {
 		t.Fatalf("delivery log: %+v", log)
+	}
+}
+
+// smtps:// speaks TLS from the first byte, and authenticates inside it.
+func TestEmailOverImplicitTLS(t *testing.T) {
+	// httptest's certificate covers 127.0.0.1; its client trusts it.
+	certs := httptest.NewTLSServer(http.NotFoundHandler())
+	defer certs.Close()
+	srv := newSMTPServerOn(t, "alerts", "pw", 0, &tls.Config{Certificates: certs.TLS.Certificates})
+	mailer, err := alerts.ParseSMTPURL("smtps://alerts:pw@"+srv.ln.Addr().String(), "alerts@sluice.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mailer.TLSConfig = &tls.Config{RootCAs: certs.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "127.0.0.1"}
+	if err := mailer.Send(context.Background(), "dev@example.com", "Sluice: test alert", "hello\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.received()
+	if len(got) != 1 || !got[0].authed || !strings.Contains(got[0].data, "Subject: Sluice: test alert\r\n") {
+		t.Fatalf("received %+v", got)
+	}
+	// A client that does not trust the certificate sends nothing.
+	mailer.TLSConfig = nil
+	if err := mailer.Send(context.Background(), "dev@example.com", "x", "y"); err == nil || len(srv.received()) != 1 {
+		t.Fatalf("an untrusted server got the mail (err %v)", err)
 	}
 }
 
