@@ -28,6 +28,8 @@ type smtpServer struct {
 	user, pass string
 	// failRcpt answers the first n RCPTs 451 (try again later).
 	failRcpt int
+	// starttls, when set, is offered as STARTTLS on a plain listener.
+	starttls *tls.Config
 	mu       sync.Mutex
 	mails    []mail
 }
@@ -35,16 +37,18 @@ type smtpServer struct {
 type mail struct {
 	from, to string
 	authed   bool
-	data     string
+	// overTLS says the session was encrypted when it authenticated.
+	overTLS bool
+	data    string
 }
 
 func newSMTPServer(t *testing.T, user, pass string, failRcpt int) *smtpServer {
-	return newSMTPServerOn(t, user, pass, failRcpt, nil)
+	return newSMTPServerOn(t, user, pass, failRcpt, nil, nil)
 }
 
 // newSMTPServerOn is newSMTPServer speaking TLS from the first byte
-// (smtps) when cfg is set.
-func newSMTPServerOn(t *testing.T, user, pass string, failRcpt int, cfg *tls.Config) *smtpServer {
+// (smtps) when cfg is set, or offering STARTTLS when starttls is.
+func newSMTPServerOn(t *testing.T, user, pass string, failRcpt int, cfg, starttls *tls.Config) *smtpServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +56,7 @@ func newSMTPServerOn(t *testing.T, user, pass string, failRcpt int, cfg *tls.Con
 	if cfg != nil {
 		ln = tls.NewListener(ln, cfg)
 	}
-	s := &smtpServer{ln: ln, user: user, pass: pass, failRcpt: failRcpt}
+	s := &smtpServer{ln: ln, user: user, pass: pass, failRcpt: failRcpt, starttls: starttls}
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
@@ -71,11 +75,12 @@ func (s *smtpServer) url() string {
 }
 
 func (s *smtpServer) serve(c net.Conn) {
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	r := bufio.NewReader(c)
 	say := func(line string) { _, _ = c.Write([]byte(line + "\r\n")) }
 	say("220 test.local ESMTP")
+	_, secure := c.(*tls.Conn)
 	var m mail
 	for {
 		line, err := r.ReadString('\n')
@@ -87,12 +92,27 @@ func (s *smtpServer) serve(c net.Conn) {
 		switch strings.ToUpper(verb) {
 		case "EHLO", "HELO":
 			say("250-test.local")
+			if s.starttls != nil && !secure {
+				say("250-STARTTLS")
+			}
 			say("250 AUTH PLAIN")
+		case "STARTTLS":
+			if s.starttls == nil || secure {
+				say("502 Command not implemented")
+				continue
+			}
+			say("220 Ready to start TLS")
+			tc := tls.Server(c, s.starttls)
+			if err := tc.Handshake(); err != nil {
+				return
+			}
+			c, r, secure = tc, bufio.NewReader(tc), true
+			m = mail{}
 		case "AUTH":
 			mech, resp, _ := strings.Cut(arg, " ")
 			b, _ := base64.StdEncoding.DecodeString(resp)
 			if mech == "PLAIN" && string(b) == "\x00"+s.user+"\x00"+s.pass {
-				m.authed = true
+				m.authed, m.overTLS = true, secure
 				say("235 2.7.0 Authentication successful")
 			} else {
 				say("535 5.7.8 Authentication credentials invalid")
@@ -128,10 +148,10 @@ func (s *smtpServer) serve(c net.Conn) {
 			s.mu.Lock()
 			s.mails = append(s.mails, m)
 			s.mu.Unlock()
-			m = mail{authed: m.authed}
+			m = mail{authed: m.authed, overTLS: m.overTLS}
 			say("250 OK queued")
 		case "RSET":
-			m = mail{authed: m.authed}
+			m = mail{authed: m.authed, overTLS: m.overTLS}
 			say("250 OK")
 		case "NOOP":
 			say("250 OK")
@@ -200,7 +220,7 @@ func TestEmailOverImplicitTLS(t *testing.T) {
 	// httptest's certificate covers 127.0.0.1; its client trusts it.
 	certs := httptest.NewTLSServer(http.NotFoundHandler())
 	defer certs.Close()
-	srv := newSMTPServerOn(t, "alerts", "pw", 0, &tls.Config{Certificates: certs.TLS.Certificates})
+	srv := newSMTPServerOn(t, "alerts", "pw", 0, &tls.Config{Certificates: certs.TLS.Certificates}, nil)
 	mailer, err := alerts.ParseSMTPURL("smtps://alerts:pw@"+srv.ln.Addr().String(), "alerts@sluice.example")
 	if err != nil {
 		t.Fatal(err)
@@ -217,6 +237,25 @@ func TestEmailOverImplicitTLS(t *testing.T) {
 	mailer.TLSConfig = nil
 	if err := mailer.Send(context.Background(), "dev@example.com", "x", "y"); err == nil || len(srv.received()) != 1 {
 		t.Fatalf("an untrusted server got the mail (err %v)", err)
+	}
+}
+
+// smtp:// upgrades with STARTTLS when the server offers it, before the
+// password is sent.
+func TestEmailUpgradesWithSTARTTLS(t *testing.T) {
+	certs := httptest.NewTLSServer(http.NotFoundHandler())
+	defer certs.Close()
+	srv := newSMTPServerOn(t, "alerts", "pw", 0, nil, &tls.Config{Certificates: certs.TLS.Certificates})
+	mailer, err := alerts.ParseSMTPURL("smtp://alerts:pw@"+srv.ln.Addr().String(), "alerts@sluice.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mailer.TLSConfig = &tls.Config{RootCAs: certs.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "127.0.0.1"}
+	if err := mailer.Send(context.Background(), "dev@example.com", "Sluice: test alert", "hello\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.received(); len(got) != 1 || !got[0].authed || !got[0].overTLS {
+		t.Fatalf("received %+v, want one mail authenticated over TLS", got)
 	}
 }
 
