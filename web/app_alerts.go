@@ -47,6 +47,10 @@ func (s *Server) myAlertsPage(r *http.Request) (views.AlertsPage, error) {
 		return v, err
 	}
 	for _, rule := range rules {
+		if rule.KeyID == nil {
+			// The form starts from the account's rule, to edit it.
+			v.Rule = views.AlertRuleForm{Scope: "account", Thresholds: alerts.FormatThresholds(rule.Thresholds), Pace: rule.Pace, Email: rule.Email}
+		}
 		row := views.AlertRuleRow{Rule: rule, Scope: "Whole account"}
 		if rule.KeyID != nil {
 			row.Scope = "Key " + strconv.FormatInt(*rule.KeyID, 10) + " (revoked)"

@@ -215,4 +215,19 @@ func TestMyAlertRules(t *testing.T) {
 	if strings.Join(rows, "|") != strings.Join(want, "|") {
 		t.Fatalf("rules %q, want %q", rows, want)
 	}
+	// The form starts from the account's rule.
+	th, _ := d.Find(`[data-testid="alert-thresholds"]`).Attr("value")
+	_, pace := d.Find(`[data-testid="alert-pace"]`).Attr("checked")
+	_, email := d.Find(`[data-testid="alert-email"]`).Attr("checked")
+	if th != "50, 90" || pace || !email {
+		t.Errorf("form shows %q, pace %v, email %v; want the account's rule", th, pace, email)
+	}
+	// Deleting the key's rule leaves the account's.
+	id, _ := d.Find(`[data-testid="alert-rule"]`).Eq(1).Find("form").Attr("action")
+	if res := dev.post(id, url.Values{}, nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("delete %s: %d", id, res.StatusCode)
+	}
+	if d := dev.get("/app/alerts", nil).doc(t); count(d, "alert-rule") != 1 || text(d, "alert-rule-scope") != "Whole account" {
+		t.Errorf("after deleting the key's rule: %d rules, first %q", count(d, "alert-rule"), text(d, "alert-rule-scope"))
+	}
 }
