@@ -483,3 +483,41 @@ func TestKeyOverrideIsWhatAlertsMeasure(t *testing.T) {
 		t.Fatalf("4 of 4: fired %d, want 1", n)
 	}
 }
+
+// A delivery held by a worker that died is taken up again once its lease
+// runs out, and not before.
+func TestCrashedWorkersDeliveryIsTakenUp(t *testing.T) {
+	f := newFixture(t, testenv.Postgres(t), dailyWindow)
+	ctx := context.Background()
+	rcv := newReceiver(t)
+	hook, secret, err := f.svc.CreateWebhook(ctx, f.dev.ID, rcv.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.secret = []byte(secret)
+	id, err := f.svc.EnqueueTest(ctx, f.dev.ID, hook.ID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a worker's claim leaves behind when its process dies mid-send.
+	if _, err := f.pool.Exec(ctx, `UPDATE alert_deliveries SET locked_until = now() + interval '1 hour', attempts = 1 WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{})
+	if n, err := w.SendDue(ctx); n != 0 || err != nil {
+		t.Fatalf("while leased: sent %d (%v), want 0", n, err)
+	}
+	if _, err := f.pool.Exec(ctx, `UPDATE alert_deliveries SET locked_until = now() - interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.SendDue(ctx); n != 1 || err != nil {
+		t.Fatalf("after the lease: sent %d (%v), want 1", n, err)
+	}
+	if calls := rcv.snapshot(); len(calls) != 1 || calls[0].event.Type != alerts.EventTest {
+		t.Fatalf("receiver got %+v", calls)
+	}
+	log, _ := f.svc.Deliveries(ctx, f.dev.ID, 1)
+	if log[0].State != "delivered" || log[0].Attempts != 2 {
+		t.Fatalf("delivery %+v, want delivered on its second attempt", log[0])
+	}
+}
