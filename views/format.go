@@ -89,3 +89,11 @@ func BurstText(a enforce.Algorithm, limit, burst int64) string {
 	}
 	return "—"
 }
+
+// CountPerText says whose state a tier counts, for a person.
+func CountPerText(countPer string) string {
+	if countPer == "developer" {
+		return "per developer"
+	}
+	return "per key"
+}
