@@ -62,6 +62,9 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/operators", op(s.operatorsList))
 	mux.Handle("POST /admin/operators", op(s.operatorInvite))
 	mux.Handle("POST /admin/operators/reset-link", op(s.resetLinkCreate))
+	// ux2: removing and demoting operators.
+	mux.Handle("POST /admin/operators/{id}/demote", op(s.operatorDemote))
+	mux.Handle("POST /admin/operators/{id}/remove", op(s.operatorRemove))
 
 	mux.Handle("GET /admin/audit", op(s.auditList))
 }
