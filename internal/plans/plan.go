@@ -44,8 +44,12 @@ type Plan struct {
 	IsPublic bool `json:"is_public" db:"is_public"`
 	// Version is what an edit must name (optimistic concurrency); every change
 	// to the plan or one of its limits increments it.
-	Version   int       `json:"version" db:"version"`
-	CreatedAt time.Time `json:"created_at" db:"created_at"`
+	Version int `json:"version" db:"version"`
+	// ArchivedAt is when an operator archived the plan (SetArchived): it is
+	// then offered to nobody new, while those on it keep it and its limits
+	// keep enforcing. Nil while the plan is offered.
+	ArchivedAt *time.Time `json:"archived_at" db:"archived_at"`
+	CreatedAt  time.Time  `json:"created_at" db:"created_at"`
 	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
 	// Limits are in their display order (Position).
 	Limits []Limit `json:"limits" db:"-"`

@@ -104,7 +104,7 @@ func (s *Service) RoutesContext(ctx context.Context) ([]string, error) {
 
 const (
 	selectPlans = `
-SELECT id, slug, name, description, is_default, is_anonymous, is_public, version, created_at, updated_at
+SELECT id, slug, name, description, is_default, is_anonymous, is_public, version, archived_at, created_at, updated_at
 FROM plans`
 	selectLimits = `
 SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, period, count_per, position
@@ -396,6 +396,9 @@ func (s *Service) Update(ctx context.Context, actor string, id int64, version in
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		before, err := lockPlan(ctx, tx, id, version)
 		if err != nil {
+			return err
+		}
+		if err := archivedRoles(before, in); err != nil {
 			return err
 		}
 		if err := takeRoles(ctx, tx, actor, id, in); err != nil {
