@@ -50,7 +50,7 @@ type Plan struct {
 	// keep enforcing. Nil while the plan is offered.
 	ArchivedAt *time.Time `json:"archived_at" db:"archived_at"`
 	CreatedAt  time.Time  `json:"created_at" db:"created_at"`
-	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
+	UpdatedAt  time.Time  `json:"updated_at" db:"updated_at"`
 	// Limits are in their display order (Position).
 	Limits []Limit `json:"limits" db:"-"`
 }
