@@ -24,6 +24,11 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/plans/{id}/limits", op(s.tierAdd))
 	mux.Handle("POST /admin/plans/{id}/delete", op(s.planDelete))
 	mux.Handle("POST /admin/plans/{id}/clone", op(s.planClone))
+	// ux2: archive and restore; developers' upgrade requests.
+	mux.Handle("POST /admin/plans/{id}/archive", op(s.planArchive))
+	mux.Handle("POST /admin/plans/{id}/restore", op(s.planRestore))
+	mux.Handle("GET /admin/upgrades", op(s.upgradesList))
+	mux.Handle("POST /admin/upgrades/{id}", op(s.upgradeDecide))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}", op(s.tierShow))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}/edit", op(s.tierEditForm))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))

@@ -27,4 +27,7 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /app/keys/{id}/rotate", dev(s.rotateMyKey))
 	mux.Handle("GET /app/keys/{id}/revoke", dev(s.confirmRevokeMyKey))
 	mux.Handle("POST /app/keys/{id}/revoke", dev(s.revokeMyKey))
+	// ux2: the developer's plan and upgrade requests.
+	mux.Handle("GET /app/plan", dev(s.myPlan))
+	mux.Handle("POST /app/plan", dev(s.requestUpgrade))
 }
