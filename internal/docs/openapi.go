@@ -3,6 +3,7 @@ package docs
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -221,7 +222,12 @@ func operation(e EndpointDoc) *oaOperation {
 	if strings.HasSuffix(e.Route, "/jobs/{id}") || strings.HasSuffix(e.Route, "/items/{id}") {
 		op.Responses["404"] = oaResponse{Ref: "#/components/responses/NotFound"}
 	}
-	if len(e.Params) > 0 || e.ExampleBody != "" {
+	// 400 only where a request can be malformed: a body, a required query,
+	// an integer in the path; a string wildcard (a job id) that names
+	// nothing is a 404.
+	if e.ExampleBody != "" || slices.ContainsFunc(e.Params, func(p Param) bool {
+		return p.In == "query" && p.Required || p.Type == "integer"
+	}) {
 		op.Responses["400"] = oaResponse{Ref: "#/components/responses/BadRequest"}
 	}
 	for _, p := range e.Plans {
