@@ -232,3 +232,77 @@ func TestAllowanceBarMovesInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "allowance-bar")
 }
+
+// TestTierFormRefusesAndKeepsWhatWasTypedInBrowser: in the add-tier form a
+// huge limit and a cost of 0 are refused with the field named and shown as
+// typed; a window of 1.5 never becomes 0 (the browser or the server refuses
+// it); nothing is saved; a token bucket without a burst shows its limit as
+// its burst in the table, as the docs do.
+func TestTierFormRefusesAndKeepsWhatWasTypedInBrowser(t *testing.T) {
+	p := startPortal(t)
+	pl, err := p.Plans.Create(context.Background(), "test", plans.PlanInput{Slug: "forms", Name: "Forms", IsPublic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t, 90*time.Second)
+	signIn(t, ctx, p.URL, operatorEmail)
+	do(t, ctx, "plan page", chromedp.Navigate(fmt.Sprintf("%s/admin/plans/%d", p.URL, pl.ID)), chromedp.WaitVisible(tid("tier-add")), htmxReady())
+	fill := func(limit, window, cost string) {
+		t.Helper()
+		do(t, ctx, "fill the add form",
+			htmxBound(`#tier-add`),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="name"]`), "items"),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="route"]`), "GET /api/items/{id}"),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="algorithm"]`), "token_bucket"),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="limit"]`), limit),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="window_seconds"]`), window),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="burst"]`), ""),
+			chromedp.SetValue(chromedp.CSS(`#tier-add [name="cost"]`), cost),
+			chromedp.Click(tid("tier-add")),
+		)
+	}
+	value := func(name string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#tier-add [name="`+name+`"]').value`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	fill("99999999999999999999", "60", "1")
+	do(t, ctx, "huge limit refused", chromedp.WaitVisible(chromedp.CSS(`#tier-add [data-testid="error-limit"]`)))
+	if got := textOf(t, ctx, "error-limit"); got != "is too large" {
+		t.Errorf("limit error %q", got)
+	}
+	if got := value("limit"); got != "99999999999999999999" {
+		t.Errorf("limit shows %q, want what was typed", got)
+	}
+	fill("10", "60", "0")
+	do(t, ctx, "cost 0 refused", chromedp.WaitVisible(chromedp.CSS(`#tier-add [data-testid="error-cost"]`)))
+	if got := value("cost"); got != "0" {
+		t.Errorf("cost shows %q, want 0 as typed", got)
+	}
+	fill("10", "1.5", "1")
+	// Either the browser refuses the step (the input is invalid and nothing
+	// is sent) or the server names the field; 1.5 never becomes 0.
+	refused, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => {
+		const w = document.querySelector('#tier-add [name="window_seconds"]');
+		return !w.checkValidity() || !!document.querySelector('#tier-add [data-testid="error-window_seconds"]');
+	})()`, chromedp.WithPollingTimeout(5*time.Second)))
+	if err != nil || !refused {
+		t.Errorf("a window of 1.5 was not refused: %v", err)
+	}
+	if got := value("window_seconds"); got != "1.5" {
+		t.Errorf("window shows %q, want 1.5 as typed", got)
+	}
+	cur, err := p.Plans.Get(context.Background(), pl.ID)
+	if err != nil || len(cur.Limits) != 0 {
+		t.Fatalf("a refused tier was saved: %+v, %v", cur.Limits, err)
+	}
+	fill("7", "60", "")
+	do(t, ctx, "token bucket saved", chromedp.WaitVisible(chromedp.CSS(`[data-testid="tier-row"][data-tier="items"]`)))
+	if got := textOf(t, ctx, "tier-burst"); got != "7" {
+		t.Errorf("table burst %q, want 7 (the limit)", got)
+	}
+	screenshot(t, ctx, "tier-form-refusals")
+}
