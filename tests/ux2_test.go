@@ -306,3 +306,34 @@ func TestTierFormRefusesAndKeepsWhatWasTypedInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "tier-form-refusals")
 }
+
+// TestCountPerDeveloperSharesAcrossKeys: an endpoint tier counted per
+// developer binds all the developer's keys together, through the running
+// portal and real Redis; the usual per-key tier beside it does not.
+func TestCountPerDeveloperSharesAcrossKeys(t *testing.T) {
+	p := startPortal(t)
+	k1, secret1 := p.keyOnPlan(t, "team",
+		plans.LimitInput{Name: "items", Route: "GET /api/items/{id}", Algorithm: "fixed_window", Limit: 2, WindowSeconds: 3600, CountPer: "developer"},
+		plans.LimitInput{Name: "search", Route: "GET /api/search", Algorithm: "fixed_window", Limit: 2, WindowSeconds: 3600})
+	_, secret2, err := p.Keys.Create(context.Background(), "test", apikeys.NewKey{UserID: p.Dev.ID, Name: "second", PlanID: k1.PlanID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := eventually(5*time.Second, func() bool { return apiStatus(t, p.URL, "/api/rate-limit-status", secret2) == http.StatusOK }); !ok {
+		t.Fatal("the second key was not accepted")
+	}
+	var got []int
+	for _, s := range []string{secret1, secret1, secret2} {
+		got = append(got, apiStatus(t, p.URL, "/api/items/1", s))
+	}
+	if fmt.Sprint(got) != "[200 200 429]" {
+		t.Errorf("items (per developer) with key 1, 1, 2: %v, want [200 200 429]", got)
+	}
+	got = nil
+	for _, s := range []string{secret1, secret1, secret2, secret1} {
+		got = append(got, apiStatus(t, p.URL, "/api/search?q=lamp", s))
+	}
+	if fmt.Sprint(got) != "[200 200 200 429]" {
+		t.Errorf("search (per key) with key 1, 1, 2, 1: %v, want [200 200 200 429]", got)
+	}
+}
