@@ -176,9 +176,10 @@ func New(cfg Config) *Client {
 	return c
 }
 
-// ErrBodyNotReplayable is returned when a request with a body must be retried
-// but cannot be replayed because its GetBody is nil. http.NewRequest sets
-// GetBody for *bytes.Buffer, *bytes.Reader and *strings.Reader bodies.
+// ErrBodyNotReplayable is returned by Do, together with the 429 or 503
+// response, when a request with a body should be retried but cannot be
+// replayed because its GetBody is nil: the body was sent once. http.NewRequest
+// sets GetBody for *bytes.Buffer, *bytes.Reader and *strings.Reader bodies.
 var ErrBodyNotReplayable = errors.New("client: request body cannot be replayed: set Request.GetBody")
 
 // Get issues a GET to url with the request's context ctx.
@@ -195,7 +196,9 @@ func (c *Client) Get(ctx context.Context, url string) (*http.Response, error) {
 // Like http.Client.Do, Do returns a non-nil error only when no response could
 // be had (a transport failure, a cancelled context); when retries run out it
 // returns the last 429 or 503 response with a nil error, so check the status
-// code. The caller must close the returned body. req is not modified; each
+// code. The one exception, as with http.Client's CheckRedirect, is a body that
+// cannot be replayed: the 429 or 503 comes back with ErrBodyNotReplayable, so
+// the caller learns why it was not retried. The caller must close the returned body. req is not modified; each
 // attempt sends a clone with the Authorization header set (an Authorization
 // header already on req is kept).
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
@@ -224,7 +227,7 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		}
 		if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 			// The body is spent; a retry would send it empty.
-			return resp, nil
+			return resp, ErrBodyNotReplayable
 		}
 		delay := c.delay(attempt, resp)
 		if waited+delay > c.maxWait || pastDeadline(ctx, c.now().Add(delay)) {

@@ -293,8 +293,8 @@ func TestDoBodyWithoutGetBodyIsSentOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("Do: %v", err)
+	if !errors.Is(err, ErrBodyNotReplayable) || resp == nil {
+		t.Fatalf("Do = %v, %v; want the 429 with ErrBodyNotReplayable", resp, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 429 || srv.requests != 1 || len(waits) != 0 {

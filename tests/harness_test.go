@@ -306,7 +306,7 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 	}
 
 	logger := slog.New(slog.DiscardHandler)
-	p.Plans = plans.NewService(pool, routes, logger)
+	p.Plans = plans.NewService(pool, routes, logger).WithReducedAnswers(sampleapi.ReducedAnswerRoutes())
 	p.Keys = apikeys.NewService(pool, routes, logger)
 	p.Users = users.NewRepo(pool)
 	if p.Dev, err = p.Users.Create(context.Background(), users.NewUser{Email: devEmail, Password: password, Role: users.RoleDeveloper}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/plans"
 )
 
 func statusTitle(status int) string {
@@ -88,4 +89,31 @@ func BurstText(a enforce.Algorithm, limit, burst int64) string {
 		return Int(burst) + " queued"
 	}
 	return "—"
+}
+
+// CountPerText says whose state a tier counts, for a person.
+func CountPerText(countPer string) string {
+	if countPer == "developer" {
+		return "per developer"
+	}
+	return "per key"
+}
+
+// archivedMark follows an archived plan's name where plans are chosen.
+func archivedMark(p plans.Plan) string {
+	if p.Offered() {
+		return ""
+	}
+	return ", archived"
+}
+
+// UpgradeOutcome says what became of an upgrade request, for a person.
+func UpgradeOutcome(q plans.UpgradeRequest) string {
+	switch q.Status {
+	case plans.UpgradeApproved:
+		return "approved " + Time(q.DecidedAt)
+	case plans.UpgradeRefused:
+		return "refused " + Time(q.DecidedAt)
+	}
+	return "waiting for an operator"
 }

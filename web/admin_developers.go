@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
@@ -42,8 +43,12 @@ func (s *Server) developersData(r *http.Request, q string) (views.DevelopersList
 	if err != nil {
 		return views.DevelopersList{}, err
 	}
+	pending, err := s.deps.Plans.UpgradeRequests(ctx, plans.UpgradePending, maxUpgradesShown)
+	if err != nil {
+		return views.DevelopersList{}, err
+	}
 	return views.DevelopersList{Query: q, Developers: devs, Plans: all, Disabled: disabled,
-		Offset: offset, PageSize: developersPageSize, More: more}, nil
+		Offset: offset, PageSize: developersPageSize, More: more, PendingUpgrades: len(pending)}, nil
 }
 
 func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {
@@ -87,6 +92,13 @@ func (s *Server) developerSetPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	planID, perr := formPlanID(r)
+	if perr == nil {
+		// ux2: an archived plan is offered to no developer not on it.
+		if perr = s.offeredPlan(r, planID, before.PlanID); perr != nil && !errors.Is(perr, errArchivedPlan) {
+			s.error(w, r, perr)
+			return
+		}
+	}
 	version, _ := strconv.Atoi(r.PostFormValue("version"))
 	var message string
 	status := http.StatusUnprocessableEntity

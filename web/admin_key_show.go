@@ -65,6 +65,18 @@ func (s *Server) keySetPlan(w http.ResponseWriter, r *http.Request) {
 	}
 	planID, perr := formPlanID(r)
 	if perr == nil {
+		// ux2: an archived plan is offered to no key that is not on it.
+		k, kerr := s.deps.Keys.Get(r.Context(), id)
+		if kerr != nil {
+			s.error(w, r, kerr)
+			return
+		}
+		if perr = s.offeredPlan(r, planID, k.PlanID); perr != nil && !errors.Is(perr, errArchivedPlan) {
+			s.error(w, r, perr)
+			return
+		}
+	}
+	if perr == nil {
 		_, err = s.deps.Keys.SetPlan(r.Context(), s.actor(r), id, planID)
 		if err == nil {
 			http.Redirect(w, r, keyPath(id)+"?saved=1", http.StatusSeeOther)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -20,6 +21,8 @@ func (s *Server) operatorsList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renderOperators(w http.ResponseWriter, r *http.Request, status int, f views.OperatorsForm, link *views.ResetLinkShown) {
+	me, _ := s.currentUser(r)
+	f.Self = me.ID
 	list, err := s.deps.Users.List(r.Context(), users.ListFilter{Role: users.RoleOperator, Limit: 1000})
 	if err != nil {
 		s.error(w, r, err)
@@ -152,4 +155,78 @@ func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("password reset through a link", "user_id", u.ID)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// operatorDemote makes an operator a developer (on the default plan).
+func (s *Server) operatorDemote(w http.ResponseWriter, r *http.Request) {
+	s.operatorChange(w, r, "user.demote", "is now a developer on the default plan.", (*users.Repo).DemoteOperator)
+}
+
+// operatorRemove deletes an operator's account and its API tokens.
+func (s *Server) operatorRemove(w http.ResponseWriter, r *http.Request) {
+	s.operatorChange(w, r, "user.delete", "is no longer an operator: the account and its API tokens are gone.", (*users.Repo).RemoveOperator)
+}
+
+// operatorChange runs a demote or remove in one audited transaction. It
+// refuses the last operator, and the signed-in operator's own account
+// unless confirm_self was ticked; after changing their own account the
+// operator is signed out of the dashboard.
+func (s *Server) operatorChange(w http.ResponseWriter, r *http.Request, action, done string,
+	change func(*users.Repo, context.Context, int64) (users.User, error)) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	me, _ := s.currentUser(r)
+	self := id == me.ID
+	if self && r.PostFormValue("confirm_self") == "" {
+		s.renderOperators(w, r, http.StatusUnprocessableEntity, views.OperatorsForm{
+			Refused: "That is your own account: tick \"this is me\" to confirm, and you lose the dashboard at once."}, nil)
+		return
+	}
+	actor := s.actor(r)
+	var before users.User
+	err = pgx.BeginFunc(r.Context(), s.deps.Pool, func(tx pgx.Tx) error {
+		var err error
+		repo := users.NewRepo(tx)
+		if before, err = repo.ByID(r.Context(), id); err != nil {
+			return err
+		}
+		after, err := change(repo, r.Context(), id)
+		if err != nil {
+			return err
+		}
+		var recorded any = after
+		if action == "user.delete" {
+			recorded = nil
+		}
+		return audit.Record(r.Context(), tx, actor, action, audit.ObjectUser, strconv.FormatInt(id, 10), before, recorded)
+	})
+	switch {
+	case errors.Is(err, users.ErrLastOperator):
+		s.renderOperators(w, r, http.StatusConflict, views.OperatorsForm{
+			Refused: before.Email + " is the last operator: invite another operator first, or nobody could run this portal."}, nil)
+		return
+	case errors.Is(err, users.ErrNotFound):
+		s.error(w, r, errNotFound)
+		return
+	case err != nil:
+		s.error(w, r, err)
+		return
+	}
+	s.log.Info("operator changed", "action", action, "user_id", id)
+	if self {
+		if err := s.endSession(w, r); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
+	}
+	s.renderOperators(w, r, http.StatusOK, views.OperatorsForm{Done: before.Email + " " + done}, nil)
 }

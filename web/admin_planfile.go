@@ -17,7 +17,7 @@ import (
 const maxPlanFileForm = planfile.MaxFileBytes + 64<<10
 
 func (s *Server) planFiles() *planfile.Store {
-	return planfile.NewStore(s.deps.Pool, s.deps.Plans.Routes())
+	return planfile.ForService(s.deps.Pool, s.deps.Plans)
 }
 
 // plansSchema serves the plans file's JSON Schema, public, so editors can

@@ -50,7 +50,7 @@ func (s *Server) signUpChoices(r *http.Request) ([]views.PlanChoice, error) {
 	}
 	var out []views.PlanChoice
 	for _, p := range all {
-		if (p.IsPublic || p.IsDefault) && !p.IsAnonymous {
+		if (p.IsPublic || p.IsDefault) && !p.IsAnonymous && p.Offered() {
 			out = append(out, views.PlanChoice{ID: p.ID, Name: p.Name})
 		}
 	}

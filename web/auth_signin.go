@@ -62,6 +62,16 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		f.Error = "Wrong email or password."
 		s.render(w, r, http.StatusUnauthorized, views.SignIn(page, f))
 		return
+	case errors.Is(err, users.ErrDisabled):
+		// The password was right: the attempt is no guess, so it is given
+		// back, and the person learns why and whom to ask.
+		if err := s.throttle.Succeeded(r.Context(), f.Email, addr); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		f.Error = "This account is disabled: an operator paused it and its API keys. Ask the operator who runs this portal to enable it again."
+		s.render(w, r, http.StatusForbidden, views.SignIn(page, f))
+		return
 	case err != nil:
 		s.error(w, r, err)
 		return

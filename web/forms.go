@@ -49,6 +49,7 @@ func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors, map[string
 		Algorithm: r.PostFormValue("algorithm"),
 		Mode:      r.PostFormValue("mode"),
 		Period:    r.PostFormValue("period"),
+		CountPer:  r.PostFormValue("count_per"),
 	}
 	in.Limit = formInt(r, "limit", errs, typed)
 	in.WindowSeconds = formInt(r, "window_seconds", errs, typed)

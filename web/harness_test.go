@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/web"
@@ -72,7 +73,7 @@ func newEnvWith(t testing.TB, change func(*web.Deps)) *env {
 	e := &env{
 		t:      t,
 		pool:   pool,
-		plans:  plans.NewService(pool, testRoutes, logger),
+		plans:  plans.NewService(pool, testRoutes, logger).WithReducedAnswers(sampleapi.ReducedAnswerRoutes()),
 		keys:   apikeys.NewService(pool, testRoutes, logger),
 		users:  users.NewRepo(pool),
 		store:  enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }}),

@@ -26,6 +26,11 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/plans/{id}/limits", op(s.tierAdd))
 	mux.Handle("POST /admin/plans/{id}/delete", op(s.planDelete))
 	mux.Handle("POST /admin/plans/{id}/clone", op(s.planClone))
+	// ux2: archive and restore; developers' upgrade requests.
+	mux.Handle("POST /admin/plans/{id}/archive", op(s.planArchive))
+	mux.Handle("POST /admin/plans/{id}/restore", op(s.planRestore))
+	mux.Handle("GET /admin/upgrades", op(s.upgradesList))
+	mux.Handle("POST /admin/upgrades/{id}", op(s.upgradeDecide))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}", op(s.tierShow))
 	mux.Handle("GET /admin/plans/{id}/limits/{limitID}/edit", op(s.tierEditForm))
 	mux.Handle("POST /admin/plans/{id}/limits/{limitID}", op(s.tierUpdate))
@@ -64,6 +69,9 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/operators", op(s.operatorsList))
 	mux.Handle("POST /admin/operators", op(s.operatorInvite))
 	mux.Handle("POST /admin/operators/reset-link", op(s.resetLinkCreate))
+	// ux2: removing and demoting operators.
+	mux.Handle("POST /admin/operators/{id}/demote", op(s.operatorDemote))
+	mux.Handle("POST /admin/operators/{id}/remove", op(s.operatorRemove))
 
 	mux.Handle("GET /admin/audit", op(s.auditList))
 }

@@ -38,4 +38,7 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /app/alerts/webhooks/{id}/secret", dev(s.showMyWebhookSecret))
 	mux.Handle("POST /app/alerts/webhooks/{id}/test", dev(s.testMyWebhook))
 	mux.Handle("POST /app/alerts/webhooks/{id}/delete", dev(s.deleteMyWebhook))
+	// ux2: the developer's plan and upgrade requests.
+	mux.Handle("GET /app/plan", dev(s.myPlan))
+	mux.Handle("POST /app/plan", dev(s.requestUpgrade))
 }

@@ -187,6 +187,10 @@ func (s *Server) loadViewer(r *http.Request) viewerState {
 	case err != nil:
 		return viewerState{err: fmt.Errorf("load signed-in user: %w", err)}
 	}
+	if u.DisabledAt != nil {
+		// Disabled since signing in: the session no longer stands.
+		return viewerState{}
+	}
 	role, _ := sess.Values[keyRole].(string)
 	return viewerState{user: u, ok: true, roleChanged: role != u.Role}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
+	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/traffic"
 )
 
@@ -98,7 +99,7 @@ func runPlans(ctx context.Context, cfg Config, args []string, stdout io.Writer) 
 	if err := database.CheckSchema(ctx, st.pool); err != nil {
 		return fmt.Errorf("plans: %w; run portal migrate up first", err)
 	}
-	store := planfile.NewStore(st.pool, protectedRoutes)
+	store := planfile.NewStore(st.pool, protectedRoutes).WithReducedAnswers(sampleapi.ReducedAnswerRoutes())
 	switch action {
 	case "export":
 		doc, err := store.Export(ctx)

@@ -161,7 +161,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// request is resolved against, rebuilt on NOTIFY.
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	planSvc := plans.NewService(d.pool, protectedRoutes, d.logger)
+	planSvc := plans.NewService(d.pool, protectedRoutes, d.logger).WithReducedAnswers(sampleapi.ReducedAnswerRoutes())
 	keySvc := apikeys.NewService(d.pool, protectedRoutes, d.logger).LimitKeysPerUser(d.cfg.KeysPerDeveloper)
 	lastUsed := apikeys.NewLastUsed(d.pool, d.logger, d.cfg.LastUsedInterval)
 	holder := snapshot.NewHolder(d.pool, d.logger, snapshot.Options{LastUsed: lastUsed, AnonPrefixes: d.cfg.AnonPrefixes})

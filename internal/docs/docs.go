@@ -103,6 +103,11 @@ type LimitDoc struct {
 	Window    time.Duration
 	Burst     int64
 	Cost      int64
+	// Period is a quota's renewal period (day, month, year); "" otherwise.
+	Period enforce.Period
+	// CountPer is whose state the limit counts: "key" (each of your keys
+	// on its own) or "developer" (all your keys together).
+	CountPer string
 	// Rate reads "100 per minute"; with a cost above 1 it goes on
 	// "; each request costs 2, so 50 requests".
 	Rate string
@@ -233,6 +238,7 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 	d := LimitDoc{
 		Policy: plans.PolicyName(planSlug, l.Name), Route: l.Route, Algorithm: l.Algorithm, Mode: mode,
 		Limit: l.Limit, Window: l.Window, Burst: l.Burst, Cost: cost, WindowText: windowText(l.Window),
+		Period: l.Period, CountPer: l.Input().CountPer,
 	}
 	if l.Algorithm == enforce.Quota {
 		d.WindowText = string(l.Period)
@@ -240,6 +246,15 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 	d.Rate = fmt.Sprintf("%d per %s", l.Limit, d.WindowText)
 	if cost > 1 {
 		d.Rate += fmt.Sprintf("; each request costs %d, so %d requests", cost, l.Limit/cost)
+	}
+	// The usual rule (an endpoint tier per key, a plan-wide limit across
+	// all your keys) is said once in the docs; a limit that departs from
+	// it says so where its figures are.
+	switch {
+	case d.CountPer != plans.DefaultCountPer(l.Route) && d.CountPer == plans.CountPerDeveloper:
+		d.Rate += ", counted across all your keys"
+	case d.CountPer != plans.DefaultCountPer(l.Route):
+		d.Rate += ", counted per key"
 	}
 	d.Explanation = explain(d)
 	d.OverLimit = overLimit(d)

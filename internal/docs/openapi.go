@@ -3,6 +3,7 @@ package docs
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -64,14 +65,23 @@ type oaRateLimit struct {
 }
 
 type oaLimitSpec struct {
-	Policy        string `json:"policy"`
-	Scope         string `json:"scope"` // "endpoint" or "plan"
-	Algorithm     string `json:"algorithm"`
-	Limit         int64  `json:"limit"`
-	WindowSeconds int64  `json:"window_seconds"`
-	Burst         int64  `json:"burst"`
-	Cost          int64  `json:"cost"`
-	Mode          string `json:"mode"`
+	Policy    string `json:"policy"`
+	Scope     string `json:"scope"` // "endpoint" or "plan"
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	// WindowSeconds is left out for a quota, which renews by Period at
+	// the developer's billing anchor rather than after a fixed window.
+	WindowSeconds int64 `json:"window_seconds,omitempty"`
+	// Period and Renews are a quota's: "day", "month" or "year", renewing
+	// at "billing_anchor".
+	Period string `json:"period,omitempty"`
+	Renews string `json:"renews,omitempty"`
+	Burst  int64  `json:"burst"`
+	Cost   int64  `json:"cost"`
+	Mode   string `json:"mode"`
+	// CountPer is "key" (each API key on its own) or "developer" (all of a
+	// developer's keys together).
+	CountPer string `json:"count_per"`
 }
 
 type oaParameter struct {
@@ -212,7 +222,12 @@ func operation(e EndpointDoc) *oaOperation {
 	if strings.HasSuffix(e.Route, "/jobs/{id}") || strings.HasSuffix(e.Route, "/items/{id}") {
 		op.Responses["404"] = oaResponse{Ref: "#/components/responses/NotFound"}
 	}
-	if len(e.Params) > 0 || e.ExampleBody != "" {
+	// 400 only where a request can be malformed: a body, a required query,
+	// an integer in the path; a string wildcard (a job id) that names
+	// nothing is a 404.
+	if e.ExampleBody != "" || slices.ContainsFunc(e.Params, func(p Param) bool {
+		return p.In == "query" && p.Required || p.Type == "integer"
+	}) {
 		op.Responses["400"] = oaResponse{Ref: "#/components/responses/BadRequest"}
 	}
 	for _, p := range e.Plans {
@@ -222,8 +237,13 @@ func operation(e EndpointDoc) *oaOperation {
 			if l.Route == "" {
 				scope = "plan"
 			}
-			rl.Limits = append(rl.Limits, oaLimitSpec{Policy: l.Policy, Scope: scope, Algorithm: string(l.Algorithm),
-				Limit: l.Limit, WindowSeconds: int64(l.Window.Seconds()), Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode)})
+			spec := oaLimitSpec{Policy: l.Policy, Scope: scope, Algorithm: string(l.Algorithm),
+				Limit: l.Limit, WindowSeconds: int64(l.Window.Seconds()), Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode),
+				CountPer: l.CountPer}
+			if l.Period != "" {
+				spec.WindowSeconds, spec.Period, spec.Renews = 0, string(l.Period), "billing_anchor"
+			}
+			rl.Limits = append(rl.Limits, spec)
 		}
 		op.XRateLimit = append(op.XRateLimit, rl)
 	}
@@ -313,7 +333,7 @@ func components() oaComponents {
 			"BadRequest":  {Description: "A parameter or the body is invalid; the message names it.", Content: errorContent("Error")},
 		},
 		SecuritySchemes: map[string]oaSecurityScheme{
-			"bearerKey": {Type: "http", Scheme: "bearer", Description: "Your API key: Authorization: Bearer <key>. A plan's plan-wide limits are shared by all your keys; its endpoint tiers count per key. Without a key you get the anonymous plan, limited per IPv4 address or IPv6 /64."},
+			"bearerKey": {Type: "http", Scheme: "bearer", Description: "Your API key: Authorization: Bearer <key>. A plan's plan-wide limits are shared by all your keys; its endpoint tiers count per key, unless a limit's count_per in x-ratelimit says otherwise. Without a key you get the anonymous plan, limited per IPv4 address or IPv6 /64."},
 			"headerKey": {Type: "apiKey", In: "header", Name: "X-API-Key", Description: "Your API key, alternatively."},
 		},
 	}

@@ -241,6 +241,7 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 		add(p+"cost", old.Cost, l.Cost)
 		add(p+"mode", old.Mode, l.Mode)
 		add(p+"period", old.Period, l.Period)
+		add(p+"count_per", old.CountPer, l.CountPer)
 	}
 	// Order is what the dashboard and the docs show; a reorder alone is
 	// a change too.
@@ -256,5 +257,6 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 
 func tierOf(l plans.LimitInput) Tier {
 	return Tier{Name: l.Name, Route: l.Route, Algorithm: l.Algorithm, Limit: l.Limit,
-		WindowSeconds: l.WindowSeconds, Burst: l.Burst, Cost: l.Cost, Mode: l.Mode, Period: l.Period}
+		WindowSeconds: l.WindowSeconds, Burst: l.Burst, Cost: l.Cost, Mode: l.Mode, Period: l.Period,
+		CountPer: l.CountPer}
 }

@@ -67,6 +67,9 @@ type Tier struct {
 	// Period is a quota's renewal period (day, month or year); empty, and
 	// left out, for the other algorithms.
 	Period string `yaml:"period,omitempty" json:"period,omitempty"`
+	// CountPer is whose state the tier counts: key or developer; left out
+	// for the usual rule (per key on a route, per developer plan-wide).
+	CountPer string `yaml:"count_per,omitempty" json:"count_per,omitempty"`
 }
 
 // Input is the plan as the plans package validates and stores it.
@@ -84,6 +87,7 @@ func (p Plan) Input() plans.PlanInput {
 		in.Limits[i] = plans.LimitInput{
 			Name: strings.TrimSpace(t.Name), Route: strings.TrimSpace(t.Route), Algorithm: t.Algorithm, Mode: t.Mode,
 			Limit: t.Limit, WindowSeconds: t.WindowSeconds, Burst: t.Burst, Cost: t.Cost, Period: t.Period,
+			CountPer: strings.TrimSpace(t.CountPer),
 		}
 		// The documented defaults, filled here so that a file that leaves
 		// them out and the export that writes them compare equal.
@@ -92,6 +96,9 @@ func (p Plan) Input() plans.PlanInput {
 		}
 		if in.Limits[i].Mode == "" {
 			in.Limits[i].Mode = "reject"
+		}
+		if in.Limits[i].CountPer == "" {
+			in.Limits[i].CountPer = plans.DefaultCountPer(in.Limits[i].Route)
 		}
 		if in.Limits[i].Algorithm == "quota" && in.Limits[i].WindowSeconds == 0 {
 			in.Limits[i].WindowSeconds = 86400 // unused: a quota renews by its period, as plans stores it
@@ -134,11 +141,18 @@ func FromState(ps []plans.Plan, ss []services.Service) File {
 			IsDefault: p.IsDefault, IsAnonymous: p.IsAnonymous, IsPublic: &public, Limits: []Tier{},
 		}
 		for _, l := range p.Limits {
-			fp.Limits = append(fp.Limits, Tier{
+			t := Tier{
 				Name: l.Name, Route: l.Route, Algorithm: string(l.Algorithm), Limit: l.Limit,
 				WindowSeconds: int64(l.Window / time.Second), Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode),
 				Period: string(l.Period),
-			})
+			}
+			// Only a tier that departs from the usual rule says whose
+			// state it counts, so files written before count_per stay
+			// as they were.
+			if c := l.Input().CountPer; c != plans.DefaultCountPer(l.Route) {
+				t.CountPer = c
+			}
+			fp.Limits = append(fp.Limits, t)
 		}
 		f.Plans = append(f.Plans, fp)
 	}

@@ -26,6 +26,10 @@ var ErrConflict = errors.New("plans were changed since the diff was computed")
 type Store struct {
 	pool   *pgxpool.Pool
 	routes []string
+	// reduced and checkDegrade are plans.Service's rule for degrade tiers
+	// (plans.CheckReducedAnswers).
+	reduced      []string
+	checkDegrade bool
 }
 
 // NewStore returns a Store over pool. routes are the ServeMux patterns the
@@ -33,6 +37,24 @@ type Store struct {
 // declare (what plans.NewService takes).
 func NewStore(pool *pgxpool.Pool, routes []string) *Store {
 	return &Store{pool: pool, routes: slices.Clone(routes)}
+}
+
+// WithReducedAnswers says which of the routes given to NewStore have a
+// reduced answer, as plans.Service.WithReducedAnswers does: a file with a
+// degrade tier on any other of them, or plan-wide, is refused. It returns s.
+func (s *Store) WithReducedAnswers(routes []string) *Store {
+	s.reduced, s.checkDegrade = slices.Clone(routes), true
+	return s
+}
+
+// ForService returns a Store that accepts the tiers svc accepts: on the
+// routes it was given and under its rule for degrade tiers.
+func ForService(pool *pgxpool.Pool, svc *plans.Service) *Store {
+	st := NewStore(pool, svc.Routes())
+	if reduced, ok := svc.ReducedAnswers(); ok {
+		st = st.WithReducedAnswers(reduced)
+	}
+	return st
 }
 
 // Export returns the file that describes every plan and service.
@@ -253,6 +275,9 @@ func (s *Store) check(p *Parsed, after state) error {
 			roles[field] = i
 		}
 		addFields(prefix, plans.Validate(in, routes))
+		if s.checkDegrade {
+			addFields(prefix, plans.CheckReducedAnswers("limits", in.Limits, s.routes, s.reduced))
+		}
 	}
 	// A service the file changes or prunes may drop a route that a plan
 	// the file does not name still limits.

@@ -44,9 +44,13 @@ type Plan struct {
 	IsPublic bool `json:"is_public" db:"is_public"`
 	// Version is what an edit must name (optimistic concurrency); every change
 	// to the plan or one of its limits increments it.
-	Version   int       `json:"version" db:"version"`
-	CreatedAt time.Time `json:"created_at" db:"created_at"`
-	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
+	Version int `json:"version" db:"version"`
+	// ArchivedAt is when an operator archived the plan (SetArchived): it is
+	// then offered to nobody new, while those on it keep it and its limits
+	// keep enforcing. Nil while the plan is offered.
+	ArchivedAt *time.Time `json:"archived_at" db:"archived_at"`
+	CreatedAt  time.Time  `json:"created_at" db:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at" db:"updated_at"`
 	// Limits are in their display order (Position).
 	Limits []Limit `json:"limits" db:"-"`
 }
@@ -68,8 +72,26 @@ type Limit struct {
 	Mode   enforce.Mode  `json:"mode"`
 	// Period is a quota's renewal period (day, month or year), "" for the
 	// other algorithms.
-	Period   enforce.Period `json:"period"`
-	Position int            `json:"position"`
+	Period enforce.Period `json:"period"`
+	// CountPer is whose state the tier counts: CountPerKey (each API key on
+	// its own) or CountPerDeveloper (all of a developer's keys together).
+	CountPer string `json:"count_per"`
+	Position int    `json:"position"`
+}
+
+// Whose state a tier counts (Limit.CountPer, LimitInput.CountPer).
+const (
+	CountPerKey       = "key"
+	CountPerDeveloper = "developer"
+)
+
+// DefaultCountPer is the usual rule for a tier on route: an endpoint tier counts per key, a
+// plan-wide limit binds the developer, all keys together.
+func DefaultCountPer(route string) string {
+	if route != "" {
+		return CountPerKey
+	}
+	return CountPerDeveloper
 }
 
 // MarshalJSON writes the window as whole seconds, the unit LimitInput takes,
@@ -115,10 +137,20 @@ func (l Limit) Enforce(planSlug string) enforce.Limit {
 		Mode:      l.Mode,
 		Period:    l.Period,
 		Route:     l.Route,
-		// A plan-wide limit binds the developer, all keys together; an
-		// endpoint tier counts per key.
-		PerKey: l.Route != "",
+		// By default a plan-wide limit binds the developer, all keys
+		// together, and an endpoint tier counts per key; a tier may say
+		// otherwise (CountPer).
+		PerKey: l.countPer() == CountPerKey,
 	}
+}
+
+// countPer is CountPer with the usual rule filled in for rows stored
+// without one.
+func (l Limit) countPer() string {
+	if l.CountPer == "" {
+		return DefaultCountPer(l.Route)
+	}
+	return l.CountPer
 }
 
 // Input returns the tier as the input that would create it.
@@ -133,6 +165,7 @@ func (l Limit) Input() LimitInput {
 		Burst:         l.Burst,
 		Cost:          l.Cost,
 		Period:        string(l.Period),
+		CountPer:      l.countPer(),
 	}
 }
 
@@ -180,6 +213,10 @@ type LimitInput struct {
 	// Period is a quota's renewal period: day, month or year; "" for the
 	// other algorithms. A quota ignores WindowSeconds (stored as a day).
 	Period string `json:"period,omitempty"`
+	// CountPer is whose state the tier counts: "key" (each API key on its
+	// own) or "developer" (all of a developer's keys together); "" means
+	// per key for an endpoint tier and per developer for a plan-wide one.
+	CountPer string `json:"count_per,omitempty"`
 }
 
 // normalized fills the documented defaults.
@@ -192,6 +229,10 @@ func (in LimitInput) normalized() LimitInput {
 	}
 	in.Name = strings.TrimSpace(in.Name)
 	in.Route = strings.TrimSpace(in.Route)
+	in.CountPer = strings.TrimSpace(in.CountPer)
+	if in.CountPer == "" {
+		in.CountPer = DefaultCountPer(in.Route)
+	}
 	if in.Algorithm == string(enforce.Quota) && in.WindowSeconds == 0 {
 		in.WindowSeconds = 86400 // unused: a quota renews by its period
 	}
@@ -201,7 +242,8 @@ func (in LimitInput) normalized() LimitInput {
 // Enforce converts a (valid) input, such as a key's override, into the
 // engine's limit named "<planSlug>-<name>".
 //
-// An input is a key's own override, so its state counts per key (PerKey).
+// An input is a key's own override, so its state counts per key (PerKey)
+// whatever its CountPer says.
 func (in LimitInput) Enforce(planSlug string) enforce.Limit {
 	l := in.limit(0, 0).Enforce(planSlug)
 	l.PerKey = true
@@ -222,6 +264,7 @@ func (in LimitInput) limit(id int64, position int) Limit {
 		Cost:      in.Cost,
 		Mode:      enforce.Mode(in.Mode),
 		Period:    enforce.Period(in.Period),
+		CountPer:  in.CountPer,
 		Position:  position,
 	}
 }

@@ -30,6 +30,10 @@ type Service struct {
 	pool   *pgxpool.Pool
 	routes []string
 	logger *slog.Logger
+	// reduced lists the routes of routes that have a reduced answer for
+	// degrade mode; checkDegrade is false until WithReducedAnswers says.
+	reduced      []string
+	checkDegrade bool
 }
 
 // NewService returns a Service over pool. Tiers may only name a route some
@@ -38,6 +42,31 @@ type Service struct {
 // "GET /api/items/{id}" that the portal itself serves.
 func NewService(pool *pgxpool.Pool, routes []string, logger *slog.Logger) *Service {
 	return &Service{pool: pool, routes: slices.Clone(routes), logger: logger}
+}
+
+// WithReducedAnswers says which of the routes given to NewService have a
+// reduced answer for callers over a degrade-mode tier; from then on a
+// degrade tier on any other of those routes, or plan-wide, is refused
+// (CheckReducedAnswers). It returns s, for use at construction.
+func (s *Service) WithReducedAnswers(routes []string) *Service {
+	s.reduced = slices.Clone(routes)
+	s.checkDegrade = true
+	return s
+}
+
+// ReducedAnswers returns what WithReducedAnswers was given, and whether it
+// was called, for plan files to apply the same rule.
+func (s *Service) ReducedAnswers() ([]string, bool) {
+	return slices.Clone(s.reduced), s.checkDegrade
+}
+
+// degradeProblems applies CheckReducedAnswers when WithReducedAnswers was
+// called.
+func (s *Service) degradeProblems(field string, limits []LimitInput) error {
+	if !s.checkDegrade {
+		return nil
+	}
+	return CheckReducedAnswers(field, limits, s.routes, s.reduced)
 }
 
 // Routes returns the route patterns given to NewService, for forms and docs.
@@ -75,10 +104,10 @@ func (s *Service) RoutesContext(ctx context.Context) ([]string, error) {
 
 const (
 	selectPlans = `
-SELECT id, slug, name, description, is_default, is_anonymous, is_public, version, created_at, updated_at
+SELECT id, slug, name, description, is_default, is_anonymous, is_public, version, archived_at, created_at, updated_at
 FROM plans`
 	selectLimits = `
-SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, period, position
+SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, period, count_per, position
 FROM plan_limits
 WHERE plan_id = ANY($1)
 ORDER BY plan_id, position, id`
@@ -97,6 +126,7 @@ type limitRow struct {
 	Cost       int64  `db:"cost"`
 	Mode       string `db:"mode"`
 	Period     string `db:"period"`
+	CountPer   string `db:"count_per"`
 	Position   int    `db:"position"`
 }
 
@@ -112,6 +142,7 @@ func (r limitRow) limit() Limit {
 		Cost:      r.Cost,
 		Mode:      enforce.Mode(r.Mode),
 		Period:    enforce.Period(r.Period),
+		CountPer:  r.CountPer,
 		Position:  r.Position,
 	}
 }
@@ -249,8 +280,8 @@ INSERT INTO plans (slug, name, description, is_default, is_anonymous, is_public)
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id`
 	insertLimit = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period, count_per)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING id`
 )
 
@@ -263,7 +294,7 @@ func (s *Service) Create(ctx context.Context, actor string, in PlanInput) (Plan,
 	if err != nil {
 		return Plan{}, err
 	}
-	if err := Validate(in, routes); err != nil {
+	if err := joinValidation(Validate(in, routes), s.degradeProblems("limits", in.Limits)); err != nil {
 		return Plan{}, err
 	}
 	var created Plan
@@ -298,7 +329,7 @@ func insertLimitRow(ctx context.Context, tx pgx.Tx, planID int64, l LimitInput, 
 	l = l.normalized()
 	var id int64
 	err := tx.QueryRow(ctx, insertLimit, planID, l.Name, l.Route, l.Algorithm, l.Limit,
-		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position, l.Period).Scan(&id)
+		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position, l.Period, l.CountPer).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert limit %q: %w", l.Name, mapWriteError(err))
 	}
@@ -317,12 +348,13 @@ WHERE id = $1`
 const (
 	deleteOtherLimits = `DELETE FROM plan_limits WHERE plan_id = $1 AND name <> ALL($2)`
 	upsertLimit       = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period, count_per)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (plan_id, name) DO UPDATE
 SET route = EXCLUDED.route, algorithm = EXCLUDED.algorithm, limit_count = EXCLUDED.limit_count,
     window_ms = EXCLUDED.window_ms, burst = EXCLUDED.burst, cost = EXCLUDED.cost,
-    mode = EXCLUDED.mode, position = EXCLUDED.position, period = EXCLUDED.period`
+    mode = EXCLUDED.mode, position = EXCLUDED.position, period = EXCLUDED.period,
+    count_per = EXCLUDED.count_per`
 )
 
 // ReplaceLimits makes limits, validated and in display order, the plan's
@@ -339,8 +371,9 @@ func ReplaceLimits(ctx context.Context, tx pgx.Tx, planID int64, limits []LimitI
 		return fmt.Errorf("delete limits: %w", err)
 	}
 	for i, l := range limits {
+		l = l.normalized()
 		if _, err := tx.Exec(ctx, upsertLimit, planID, l.Name, l.Route, l.Algorithm, l.Limit,
-			l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period); err != nil {
+			l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period, l.CountPer); err != nil {
 			return fmt.Errorf("upsert limit %q: %w", l.Name, err)
 		}
 	}
@@ -356,13 +389,16 @@ func (s *Service) Update(ctx context.Context, actor string, id int64, version in
 	if err != nil {
 		return Plan{}, err
 	}
-	if err := Validate(in, routes); err != nil {
+	if err := joinValidation(Validate(in, routes), s.degradeProblems("limits", in.Limits)); err != nil {
 		return Plan{}, err
 	}
 	var updated Plan
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		before, err := lockPlan(ctx, tx, id, version)
 		if err != nil {
+			return err
+		}
+		if err := archivedRoles(before, in); err != nil {
 			return err
 		}
 		if err := takeRoles(ctx, tx, actor, id, in); err != nil {
@@ -460,7 +496,7 @@ func (s *Service) AddLimit(ctx context.Context, actor string, planID int64, plan
 const updateLimit = `
 UPDATE plan_limits
 SET name = $3, route = $4, algorithm = $5, limit_count = $6, window_ms = $7, burst = $8, cost = $9, mode = $10,
-    period = $11
+    period = $11, count_per = $12
 WHERE id = $2 AND plan_id = $1`
 
 // UpdateLimit replaces one tier of the plan, provided planVersion is current.
@@ -476,7 +512,7 @@ func (s *Service) UpdateLimit(ctx context.Context, actor string, planID int64, p
 			return err
 		}
 		if _, err := tx.Exec(ctx, updateLimit, planID, limitID, in.Name, in.Route, in.Algorithm, in.Limit,
-			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode, in.Period); err != nil {
+			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode, in.Period, in.CountPer); err != nil {
 			return fmt.Errorf("update limit: %w", mapWriteError(err))
 		}
 		before := p.Limits[i]
@@ -577,6 +613,10 @@ func (s *Service) validateTier(ctx context.Context, in LimitInput, others []Limi
 		return err
 	}
 	errs := ValidateLimit("", in, routes)
+	var ve *ValidationError
+	if errors.As(s.degradeProblems("", []LimitInput{in}), &ve) {
+		errs = append(errs, ve.Fields...)
+	}
 	if total > MaxLimitsPerPlan {
 		errs = append(errs, FieldError{Field: "limits", Message: fmt.Sprintf("at most %d limits per plan", MaxLimitsPerPlan)})
 	}
@@ -588,7 +628,7 @@ func (s *Service) validateTier(ctx context.Context, in LimitInput, others []Limi
 			errs = append(errs, FieldError{Field: "name", Message: fmt.Sprintf("the plan already has a limit named %q", in.Name)})
 		}
 		if o.Route == in.Route && string(o.Algorithm) == in.Algorithm && int64(o.Window/time.Second) == in.WindowSeconds &&
-			string(o.Period) == in.Period {
+			string(o.Period) == in.Period && o.Input().CountPer == in.CountPer {
 			errs = append(errs, FieldError{Field: "route", Message: fmt.Sprintf("duplicates limit %q: same route, algorithm and window", o.Name)})
 		}
 	}

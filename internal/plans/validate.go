@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -106,8 +107,8 @@ func Validate(in PlanInput, routes []string) error {
 func ValidateLimits(field string, limits []LimitInput, routes []string) []FieldError {
 	var errs []FieldError
 	type shape struct {
-		route, algorithm string
-		window           int64
+		route, algorithm, countPer string
+		window                     int64
 	}
 	names := map[string]int{}
 	shapes := map[shape]int{}
@@ -121,7 +122,7 @@ func ValidateLimits(field string, limits []LimitInput, routes []string) []FieldE
 		} else {
 			names[l.Name] = i
 		}
-		s := shape{l.Route, l.Algorithm, l.WindowSeconds}
+		s := shape{l.Route, l.Algorithm, l.CountPer, l.WindowSeconds}
 		if j, dup := shapes[s]; dup {
 			errs = append(errs, FieldError{Field: prefix + "route",
 				Message: fmt.Sprintf("duplicates %s[%d]: same route, algorithm and window", field, j)})
@@ -156,6 +157,9 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 		add("mode", "unknown mode %q: must be reject, queue, degrade or shadow", l.Mode)
 	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket:
 		add("mode", "queue mode needs the leaky_bucket algorithm")
+	}
+	if l.CountPer != CountPerKey && l.CountPer != CountPerDeveloper {
+		add("count_per", "unknown value %q: must be key or developer", l.CountPer)
 	}
 	switch period := enforce.Period(l.Period); {
 	case algo == enforce.Quota && !period.Valid():
@@ -229,4 +233,70 @@ func algorithmList() string {
 		names[i] = string(a)
 	}
 	return strings.Join(names, ", ")
+}
+
+// CheckReducedAnswers refuses a degrade-mode tier where over-limit callers
+// would get the full answer marked as reduced: on one of own (the routes
+// the portal itself serves) that is not in reduced (those with a reduced
+// answer), or plan-wide while some route in own has none. Routes services
+// declare may degrade: their upstream gets the Sluice-Degraded mark and
+// decides. field is the JSON path of the list ("limits"), or "" for a
+// single tier whose own field names are reported. It returns a
+// *ValidationError, or nil.
+func CheckReducedAnswers(field string, limits []LimitInput, own, reduced []string) error {
+	var errs []FieldError
+	var without []string
+	for _, r := range own {
+		if !slices.Contains(reduced, r) {
+			without = append(without, r)
+		}
+	}
+	offer := "no route has one"
+	if len(reduced) > 0 {
+		offer = "only " + strings.Join(reduced, ", ") + " has one"
+	}
+	for i, l := range limits {
+		l = l.normalized()
+		if enforce.Mode(l.Mode) != enforce.ModeDegrade {
+			continue
+		}
+		name := "mode"
+		if field != "" {
+			name = fmt.Sprintf("%s[%d].mode", field, i)
+		}
+		switch {
+		case l.Route == "" && len(without) > 0:
+			errs = append(errs, FieldError{Field: name, Message: fmt.Sprintf(
+				"degrade needs a route with a reduced answer, and a plan-wide tier also covers %s, which has none (%s): use reject, or put the tier on such a route",
+				strings.Join(without, ", "), offer)})
+		case slices.Contains(without, l.Route):
+			errs = append(errs, FieldError{Field: name, Message: fmt.Sprintf(
+				"degrade needs a route with a reduced answer: %s has none (%s), so over-limit callers would get the full answer; use reject",
+				l.Route, offer)})
+		}
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+// joinValidation merges the field errors of several validations into one
+// *ValidationError; any other error is returned as it is.
+func joinValidation(errs ...error) error {
+	var fields []FieldError
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			return err
+		}
+		fields = append(fields, ve.Fields...)
+	}
+	if len(fields) > 0 {
+		return &ValidationError{Fields: fields}
+	}
+	return nil
 }

@@ -29,6 +29,11 @@ const (
 	RouteStatus       = "GET /api/rate-limit-status"
 )
 
+// ReducedAnswerRoutes lists the routes that answer a caller over a
+// degrade-mode tier with a cached or reduced answer; on the others degrade
+// would serve the full answer, so the plans service refuses it there.
+func ReducedAnswerRoutes() []string { return []string{RouteSearch} }
+
 // Defaults for Options' zero fields.
 const (
 	DefaultCatalogueSize = 5000

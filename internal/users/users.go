@@ -36,6 +36,9 @@ var (
 	ErrConflict = errors.New("user was changed by someone else")
 	// ErrUnknownPlan means the plan to assign does not exist.
 	ErrUnknownPlan = errors.New("plan does not exist")
+	// ErrDisabled means the password was right but an operator disabled
+	// the account: it cannot sign in until enabled again.
+	ErrDisabled = errors.New("account disabled by an operator")
 )
 
 // User is a person who can sign in. The password hash never leaves this
@@ -51,6 +54,9 @@ type User struct {
 	Version   int       `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// DisabledAt is when an operator disabled the developer (SetDisabled);
+	// nil while enabled. A disabled developer cannot sign in.
+	DisabledAt *time.Time `json:"disabled_at,omitempty"`
 }
 
 // NewUser is the input to Create.
@@ -86,11 +92,11 @@ func NewRepo(db DBTX) *Repo {
 	return &Repo{db: db}
 }
 
-const userColumns = `id, email, role, plan_id, version, created_at, updated_at`
+const userColumns = `id, email, role, plan_id, version, created_at, updated_at, disabled_at`
 
 func scanUser(row pgx.Row) (User, error) {
 	var u User
-	err := row.Scan(&u.ID, &u.Email, &u.Role, &u.PlanID, &u.Version, &u.CreatedAt, &u.UpdatedAt)
+	err := row.Scan(&u.ID, &u.Email, &u.Role, &u.PlanID, &u.Version, &u.CreatedAt, &u.UpdatedAt, &u.DisabledAt)
 	return u, err
 }
 
@@ -138,7 +144,7 @@ func (r *Repo) byEmailWithHash(ctx context.Context, email string) (User, string,
 	var u User
 	var hash string
 	err := r.db.QueryRow(ctx, selectByEmail, strings.TrimSpace(email)).
-		Scan(&u.ID, &u.Email, &u.Role, &u.PlanID, &u.Version, &u.CreatedAt, &u.UpdatedAt, &hash)
+		Scan(&u.ID, &u.Email, &u.Role, &u.PlanID, &u.Version, &u.CreatedAt, &u.UpdatedAt, &u.DisabledAt, &hash)
 	if err != nil {
 		return User{}, "", fmt.Errorf("user by email: %w", mapError(err))
 	}
@@ -157,7 +163,7 @@ func (r *Repo) ByID(ctx context.Context, id int64) (User, error) {
 }
 
 // Authenticate returns the user whose email and password match, or
-// ErrBadCredentials. An unknown email costs the same password check as a
+// ErrBadCredentials; ErrDisabled when they match a disabled developer. An unknown email costs the same password check as a
 // known one, so response time does not reveal which emails are registered.
 func (r *Repo) Authenticate(ctx context.Context, email, password string) (User, error) {
 	u, hash, err := r.byEmailWithHash(ctx, email)
@@ -170,6 +176,11 @@ func (r *Repo) Authenticate(ctx context.Context, email, password string) (User, 
 	}
 	if !CheckPassword(hash, password) {
 		return User{}, ErrBadCredentials
+	}
+	// Said only to whoever knows the password, so it reveals nothing
+	// about which emails are registered.
+	if u.DisabledAt != nil {
+		return User{}, fmt.Errorf("authenticate user %d: %w", u.ID, ErrDisabled)
 	}
 	return u, nil
 }

@@ -104,7 +104,7 @@ func newAPI(d Deps) *api {
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
 		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
-		planfiles: planfile.NewStore(d.Pool, d.Plans.Routes()), traffic: d.Traffic,
+		planfiles: planfile.ForService(d.Pool, d.Plans), traffic: d.Traffic,
 	}
 }
 

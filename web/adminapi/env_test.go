@@ -72,7 +72,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{
 		t:      t,
 		pool:   pool,
-		plans:  plans.NewService(pool, testRoutes, logger),
+		plans:  plans.NewService(pool, testRoutes, logger).WithReducedAnswers([]string{"GET /api/search"}),
 		keys:   apikeys.NewService(pool, testRoutes, logger),
 		tokens: optokens.NewStore(pool, testBootstrap),
 		store:  enforce.NewMemoryStore(enforce.MemoryOptions{}),

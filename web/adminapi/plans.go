@@ -21,12 +21,16 @@ type limitBody struct {
 	Cost          int64  `json:"cost"`
 	// Period is a quota's: day, month or year.
 	Period string `json:"period"`
+	// CountPer is whose state the tier counts: key or developer ("" for
+	// the usual rule).
+	CountPer string `json:"count_per"`
 }
 
 func (b limitBody) input() plans.LimitInput {
 	return plans.LimitInput{
 		Name: b.Name, Route: b.Route, Algorithm: b.Algorithm, Mode: b.Mode,
 		Limit: b.Limit, WindowSeconds: b.WindowSeconds, Burst: b.Burst, Cost: b.Cost, Period: b.Period,
+		CountPer: b.CountPer,
 	}
 }
 

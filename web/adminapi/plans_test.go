@@ -82,6 +82,12 @@ func TestInvalidPlanAndTierPayloads(t *testing.T) {
 		{"unknown mode", "POST", Prefix + "/plans", withLimit(0, "mode", "ignore"), typeValidation, []string{"limits[0].mode"}},
 		{"queue mode without leaky bucket", "POST", Prefix + "/plans", withLimit(0, "mode", "queue"), typeValidation, []string{"limits[0].mode"}},
 		{"unknown route", "POST", Prefix + "/plans", withLimit(1, "route", "GET /api/nope"), typeValidation, []string{"limits[1].route"}},
+		{"unknown count_per", "POST", Prefix + "/plans", withLimit(0, "count_per", "team"), typeValidation, []string{"limits[0].count_per"}},
+		{"plan-wide degrade", "POST", Prefix + "/plans", withLimit(0, "mode", "degrade"), typeValidation, []string{"limits[0].mode"}},
+		{"degrade on items, which has no reduced answer", "POST", Prefix + "/plans", with(func(p map[string]any) {
+			l := p["limits"].([]any)[0].(map[string]any)
+			l["route"], l["mode"] = "GET /api/items/{id}", "degrade"
+		}), typeValidation, []string{"limits[0].mode"}},
 		{"burst on a fixed window", "POST", Prefix + "/plans", withLimit(0, "burst", 5), typeValidation, []string{"limits[0].burst"}},
 		{"token bucket burst below cost", "POST", Prefix + "/plans", with(func(p map[string]any) {
 			l := p["limits"].([]any)[1].(map[string]any)
