@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -51,6 +52,11 @@ type MiddlewareOptions struct {
 	// dashboard can say who would have been rejected. It is called on the
 	// request path and must not block.
 	Shadow ShadowRecorder
+	// SlotLease is how long a concurrency limit's slot is held without
+	// renewal (0 means DefaultSlotLease): the most a crashed instance's
+	// slots stay taken. A running request's slots are renewed every half
+	// lease (see middleware_slots.go).
+	SlotLease time.Duration
 }
 
 // ShadowRecorder is told of each request a shadow limit (ModeShadow) would
@@ -87,6 +93,9 @@ type Middleware struct {
 	routes  routeLimitsCache
 	metrics *middlewareMetrics
 	shadow  ShadowRecorder
+	// slots holds the concurrency limits' slots: the store, when it can.
+	slots SlotStore
+	lease time.Duration
 }
 
 // layersAllower is a Store that can write a decision's layers into a slice
@@ -112,6 +121,8 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 		shadow:   opts.Shadow,
 	}
 	m.into, _ = store.(layersAllower)
+	m.slots, _ = store.(SlotStore)
+	m.lease = cmp.Or(opts.SlotLease, DefaultSlotLease)
 	_, m.stamped = store.(*MemoryStore)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -208,7 +219,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		before = m.now()
 	}
 	start := time.Since(m.epoch)
-	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}, st)
+	req := Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}
+	var d Decision
+	var err error
+	if m.slots != nil && hasConcurrency(limits) {
+		// Slots first, then the rate layers (middleware_slots.go); the
+		// slots are held until the handler returns or panics.
+		var held *heldSlots
+		d, held, err = m.decideHeld(r.Context(), w.Header(), req, st)
+		defer held.release()
+	} else {
+		d, err = m.allow(r.Context(), req, st)
+	}
 	m.metrics.observe(route, time.Since(m.epoch)-start)
 	if err != nil {
 		m.storeFailed(w, r, next, st, route, err)

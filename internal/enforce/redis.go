@@ -350,6 +350,9 @@ func (s *RedisStore) AllowInto(ctx context.Context, req Request, layers []LayerR
 // Allowed says whether Allow would admit it now, Remaining and ResetAfter
 // describe the current state.
 func (s *RedisStore) Peek(ctx context.Context, req Request) (Decision, error) {
+	if hasConcurrency(req.Limits) {
+		return s.peekAll(ctx, req) // slots_redis.go
+	}
 	return s.decide(ctx, req, false, nil)
 }
 
