@@ -227,6 +227,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		// slots are held until the handler returns or panics.
 		var held *heldSlots
 		d, held, err = m.decideHeld(r.Context(), w.Header(), req, st)
+		st.held = held
 		defer held.release()
 	} else {
 		d, err = m.allow(r.Context(), req, st)
@@ -561,8 +562,10 @@ type requestState struct {
 	caller   Caller
 	decision Decision
 	degraded bool
-	layers   [maxInlineLayers]LayerResult
-	headers  [limitHeaderCount]string
+	// held is the request's concurrency slots, nil when none (see KeepSlots).
+	held    *heldSlots
+	layers  [maxInlineLayers]LayerResult
+	headers [limitHeaderCount]string
 }
 
 type stateKey struct{}

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -150,6 +151,38 @@ func (hs *heldSlots) renew() {
 		hs.m.log.WarnContext(hs.ctx, "renewing concurrency slots", "err", err)
 	}
 	hs.timer.Reset(hs.m.lease / 2)
+}
+
+// KeepSlots, called by a handler the middleware runs, keeps the request's
+// concurrency slots after the handler returns: they are neither released
+// nor renewed by the middleware, so they last until the lease runs out or
+// until Lease.Release or the store's ReleaseToken with Lease.Token. It is
+// for a way in that admits a request it does not serve itself, such as a
+// forward-auth check, whose gateway may report completion later. It returns
+// nil when the request holds no slot.
+func KeepSlots(ctx context.Context) *Lease {
+	st := stateFrom(ctx)
+	if st == nil || st.held == nil {
+		return nil
+	}
+	hs := st.held
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.done {
+		return nil
+	}
+	hs.done = true
+	hs.timer.Stop()
+	return hs.lease
+}
+
+// ReleaseToken releases the slots a Lease.Token names, on any instance
+// sharing the store (see SlotStore.ReleaseToken).
+func (m *Middleware) ReleaseToken(ctx context.Context, token string) error {
+	if m.slots == nil {
+		return fmt.Errorf("%w: the store holds no concurrency slots", ErrInvalidRequest)
+	}
+	return m.slots.ReleaseToken(ctx, token)
 }
 
 // release gives the slots back (nil-safe, once). A failure is logged: the

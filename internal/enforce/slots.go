@@ -2,8 +2,10 @@ package enforce
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -33,8 +35,14 @@ const DefaultSlotLease = 60 * time.Second
 // ends, which no one can foresee). A shadow limit that is full refuses
 // nothing and holds no slot. The Decision carries one layer per limit, in
 // order, and the store's clock reading.
+//
+// ReleaseToken releases the lease a Lease.Token names, on any instance
+// sharing the store: for a way in whose gateway reports completion later,
+// in a request of its own. A token of a lease already released or expired
+// releases nothing; a malformed one is ErrInvalidRequest.
 type SlotStore interface {
 	AcquireSlots(ctx context.Context, req Request, lease time.Duration) (*Lease, Decision, error)
+	ReleaseToken(ctx context.Context, token string) error
 }
 
 // Lease is the slots one request holds. Release it when the request ends
@@ -43,9 +51,12 @@ type SlotStore interface {
 // nothing. A Lease is not safe for concurrent use.
 type Lease struct {
 	holder slotHolder
-	id     string
-	keys   []string
-	lease  time.Duration
+	// kind is the store that holds it, in its token: leaseMemory or
+	// leaseRedis.
+	kind  byte
+	id    string
+	keys  []string
+	lease time.Duration
 	// expires is the store's clock at acquisition plus the lease: the
 	// latest the slots are held unless renewed.
 	expires  time.Time
@@ -61,6 +72,40 @@ type slotHolder interface {
 // ID names the lease: what a gateway without a completion callback hands
 // back to release it early (see the gateway's release endpoint).
 func (l *Lease) ID() string { return l.id }
+
+// Token names the lease and its slots in a string safe for an HTTP header
+// (base64url), which SlotStore.ReleaseToken accepts on any instance. It
+// reveals the lease's slot names (subject and limit names), nothing secret;
+// the lease id in it is random, so no token of another lease can be
+// guessed.
+func (l *Lease) Token() string {
+	b := []byte{l.kind}
+	b = append(b, l.id...)
+	for _, k := range l.keys {
+		b = append(b, '\n')
+		b = append(b, k...)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// The kinds of lease, by the store holding them.
+const (
+	leaseMemory = 'm'
+	leaseRedis  = 'r'
+)
+
+// parseLeaseToken reads a token of Lease.Token.
+func parseLeaseToken(token string) (kind byte, id string, keys []string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(token) > maxLeaseToken || len(b) < 2 {
+		return 0, "", nil, fmt.Errorf("%w: malformed lease token", ErrInvalidRequest)
+	}
+	parts := strings.Split(string(b[1:]), "\n")
+	return b[0], parts[0], parts[1:], nil
+}
+
+// maxLeaseToken bounds a token's length: a few limits' names.
+const maxLeaseToken = 4096
 
 // Expires is when the slots are released anyway unless renewed.
 func (l *Lease) Expires() time.Time { return l.expires }

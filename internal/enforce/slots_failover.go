@@ -39,3 +39,20 @@ func (s *FailoverStore) AcquireSlots(ctx context.Context, req Request, lease tim
 	d.Local = err == nil
 	return l, d, err
 }
+
+// ReleaseToken releases a lease on the store that granted it: the local
+// store's tokens there, the others on the primary.
+func (s *FailoverStore) ReleaseToken(ctx context.Context, token string) error {
+	kind, _, _, err := parseLeaseToken(token)
+	if err != nil {
+		return err
+	}
+	if local, ok := s.local.(SlotStore); ok && kind == leaseMemory {
+		return local.ReleaseToken(ctx, token)
+	}
+	primary, ok := s.primary.(SlotStore)
+	if !ok {
+		return fmt.Errorf("%w: the primary store holds no concurrency slots", ErrInvalidRequest)
+	}
+	return primary.ReleaseToken(ctx, token)
+}

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -96,7 +97,7 @@ func (s *MemoryStore) slotsDecide(req Request, lease time.Duration, take bool) (
 		return nil, d, nil
 	}
 	sl.seq++
-	l := &Lease{holder: s, id: "m" + strconv.FormatUint(sl.seq, 10), lease: lease, expires: time.UnixMicro(now + lease.Microseconds())}
+	l := &Lease{holder: s, kind: leaseMemory, id: "m" + strconv.FormatUint(sl.seq, 10), lease: lease, expires: time.UnixMicro(now + lease.Microseconds())}
 	for i := range req.Limits {
 		if !d.Layers[i].Allowed {
 			continue // a full shadow limit: no slot
@@ -111,6 +112,18 @@ func (s *MemoryStore) slotsDecide(req Request, lease time.Duration, take bool) (
 		d.Layers[i].Remaining = max(req.Limits[i].Limit-counts[i]-1, 0)
 	}
 	return l, d, nil
+}
+
+// ReleaseToken releases the lease a token names (see SlotStore).
+func (s *MemoryStore) ReleaseToken(ctx context.Context, token string) error {
+	kind, id, keys, err := parseLeaseToken(token)
+	if err != nil {
+		return err
+	}
+	if kind != leaseMemory {
+		return fmt.Errorf("%w: lease token of another store", ErrInvalidRequest)
+	}
+	return s.releaseSlots(ctx, &Lease{id: id, keys: keys})
 }
 
 func (s *MemoryStore) releaseSlots(_ context.Context, l *Lease) error {

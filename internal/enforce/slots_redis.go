@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -88,7 +89,7 @@ func (s *RedisStore) slotsCall(ctx context.Context, req Request, lease time.Dura
 	if op != "a" || !d.Allowed {
 		return nil, d, nil
 	}
-	held := &Lease{holder: s, id: id, lease: lease, expires: d.At.Add(lease)}
+	held := &Lease{holder: s, kind: leaseRedis, id: id, lease: lease, expires: d.At.Add(lease)}
 	for i := range keys {
 		if d.Layers[i].Allowed {
 			held.keys = append(held.keys, keys[i])
@@ -107,6 +108,24 @@ func (s *RedisStore) runSlots(ctx context.Context, keys []string, args []any) ([
 		return nil, classify(err)
 	}
 	return vals, nil
+}
+
+// ReleaseToken releases the lease a token names (see SlotStore). Only
+// slot keys of this store's prefix are touched.
+func (s *RedisStore) ReleaseToken(ctx context.Context, token string) error {
+	kind, id, keys, err := parseLeaseToken(token)
+	if err != nil {
+		return err
+	}
+	if kind != leaseRedis {
+		return fmt.Errorf("%w: lease token of another store", ErrInvalidRequest)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, s.prefix+"{") || !strings.Contains(k, "}:cc:") {
+			return fmt.Errorf("%w: lease token names a key that is no slot", ErrInvalidRequest)
+		}
+	}
+	return s.releaseSlots(ctx, &Lease{id: id, keys: keys, lease: DefaultSlotLease})
 }
 
 func (s *RedisStore) releaseSlots(ctx context.Context, l *Lease) error {
