@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -333,6 +334,9 @@ func newSlotServer(t *testing.T, kind storeKind, limits []Limit, opts Middleware
 				panic("handler failed")
 			}
 		case <-r.Context().Done():
+		case <-time.After(10 * time.Second): // a request wrongly admitted fails, not hangs
+			w.WriteHeader(http.StatusTeapot)
+			return
 		}
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -534,6 +538,37 @@ func TestMiddlewareSlotOfACrashedInstanceExpires(t *testing.T) {
 			s.finish <- "return"
 			if rec := <-next; rec.Code != http.StatusOK {
 				t.Fatalf("after the lease: %d, want 200", rec.Code)
+			}
+		})
+	}
+}
+
+func TestStatusShowsFreeSlots(t *testing.T) {
+	limits := []Limit{
+		{Name: "cc", Algorithm: Concurrency, Limit: 2, Window: time.Minute},
+		{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Minute},
+	}
+	for _, kind := range storeKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			store := kind.new(t, newFakeClock())
+			if _, _, err := store.(SlotStore).AcquireSlots(context.Background(), Request{Subject: "ip:192.0.2.1", Limits: limits[:1]}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			mw := NewMiddleware(store, slotResolver{limits}, MiddlewareOptions{})
+			r := httptest.NewRequest("GET", "/status", nil)
+			r.RemoteAddr = "192.0.2.1:1234"
+			w := httptest.NewRecorder()
+			mw.StatusHandler().ServeHTTP(w, r)
+			var body StatusBody
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || len(body.Limits) != 2 {
+				t.Fatalf("status %d %s: %v", w.Code, w.Body, err)
+			}
+			cc, fw := body.Limits[0], body.Limits[1]
+			if cc.Algorithm != Concurrency || cc.Remaining != 1 || cc.WindowSeconds != 0 || cc.Limit != 2 {
+				t.Errorf("concurrency status %+v, want 1 of 2 free and no window", cc)
+			}
+			if fw.Remaining != 5 || fw.WindowSeconds != 60 {
+				t.Errorf("window status %+v, want 5 left of 60 s", fw)
 			}
 		})
 	}
