@@ -155,8 +155,10 @@ type RedisStore struct {
 	flushMu sync.Mutex
 	// written holds, per bucket, the unkeyed subjects given a series of
 	// their own so far; a bucket is dropped once out of retention.
-	written   map[int64]map[string]struct{}
-	queue     chan *redisCall
+	written map[int64]map[string]struct{}
+	queue   chan *redisCall
+	// slots batches the concurrency slots' operations (slots_redis.go).
+	slots     slotPipe
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once

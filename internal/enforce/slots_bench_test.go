@@ -36,19 +36,25 @@ func BenchmarkConcurrencyLayer(b *testing.B) {
 	for _, kind := range []string{"Redis", "Memory"} {
 		b.Run(kind, func(b *testing.B) {
 			var store Store
+			var handlers []http.Handler
 			if kind == "Redis" {
 				client, prefix := benchRedisClient(b)
 				store = newTestRedisStore(b, client, RedisOptions{Prefix: prefix, Timeout: time.Second})
+				// The third contender sends each slot operation in a
+				// script call of its own, as before they were batched.
+				direct := newTestRedisStore(b, client, RedisOptions{Prefix: prefix, Timeout: time.Second})
+				direct.slots.direct = true
+				handlers = append(handlers, NewMiddleware(direct, slotResolver{three}, MiddlewareOptions{}).Wrap(ok))
 			} else {
 				store = NewMemoryStore(MemoryOptions{})
 			}
-			handlers := []http.Handler{
+			handlers = append([]http.Handler{
 				NewMiddleware(store, slotResolver{two}, MiddlewareOptions{}).Wrap(ok),
 				NewMiddleware(store, slotResolver{three}, MiddlewareOptions{}).Wrap(ok),
-			}
+			}, handlers...)
 			rounds := 5
 			n := max(b.N/rounds, 1000)
-			rates := make([][]float64, 2)
+			rates := make([][]float64, len(handlers))
 			b.ResetTimer()
 			for range rounds {
 				for c, h := range handlers {
@@ -73,6 +79,10 @@ func BenchmarkConcurrencyLayer(b *testing.B) {
 			b.ReportMetric(median(rates[0]), "2layers-requests/s")
 			b.ReportMetric(median(rates[1]), "2layers+concurrency-requests/s")
 			b.ReportMetric(median(rates[1])/median(rates[0]), "concurrency/2layers")
+			if len(rates) > 2 {
+				b.ReportMetric(median(rates[2]), "2layers+concurrency-unbatched-requests/s")
+				b.ReportMetric(median(rates[1])/median(rates[2]), "batched/unbatched")
+			}
 			b.ReportMetric(0, "ns/op")
 		})
 	}
