@@ -562,10 +562,11 @@ type requestState struct {
 	caller   Caller
 	decision Decision
 	degraded bool
+	layers   [maxInlineLayers]LayerResult
+	headers  [limitHeaderCount]string
+
 	// held is the request's concurrency slots, nil when none (see KeepSlots).
-	held    *heldSlots
-	layers  [maxInlineLayers]LayerResult
-	headers [limitHeaderCount]string
+	held *heldSlots
 }
 
 type stateKey struct{}

@@ -155,13 +155,14 @@ type RedisStore struct {
 	flushMu sync.Mutex
 	// written holds, per bucket, the unkeyed subjects given a series of
 	// their own so far; a bucket is dropped once out of retention.
-	written map[int64]map[string]struct{}
-	queue   chan *redisCall
-	// slots batches the concurrency slots' operations (slots_redis.go).
-	slots     slotPipe
+	written   map[int64]map[string]struct{}
+	queue     chan *redisCall
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+
+	// slots batches the concurrency slots' operations (slots_redis.go).
+	slots slotPipe
 }
 
 // redisCall is one decision waiting for its pipeline. Calls are pooled:
