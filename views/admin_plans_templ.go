@@ -1408,9 +1408,9 @@ func TierRow(pl plans.Plan, l plans.Limit) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var68 string
-		templ_7745c5c3_Var68, templ_7745c5c3_Err = templ.JoinStringErrs(i64(int64(l.Window.Seconds())))
+		templ_7745c5c3_Var68, templ_7745c5c3_Err = templ.JoinStringErrs(WindowSecondsText(l.Algorithm, l.Window))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plans.templ`, Line: 324, Col: 100}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_plans.templ`, Line: 324, Col: 110}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var68))
 		if templ_7745c5c3_Err != nil {

@@ -74,6 +74,16 @@ func PreviousSecret(until *time.Time, now time.Time) string {
 	return "previous secret works until " + Time(until) + " UTC"
 }
 
+// WindowSecondsText is a tier's window in seconds, or a dash for the
+// algorithms that have none: a quota renews by its period, and a
+// concurrency limit counts requests in flight.
+func WindowSecondsText(a enforce.Algorithm, w time.Duration) string {
+	if a == enforce.Quota || a == enforce.Concurrency {
+		return "—"
+	}
+	return Int(int64(w.Seconds()))
+}
+
 // BurstText is what a tier's burst means for its algorithm: a token
 // bucket's capacity (0 is the limit, as the engine and the docs take it), a
 // leaky bucket's queue, nothing for the windows. Showing the stored 0 made

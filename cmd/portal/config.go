@@ -74,6 +74,11 @@ type Config struct {
 	// outage (failures dominating a window, see enforce.FailoverStore) opens
 	// the circuit breaker.
 	RedisTimeout time.Duration
+	// ConcurrencyLease is how long a concurrency tier's slot is held
+	// without renewal (PORTAL_CONCURRENCY_LEASE): what a crashed instance
+	// leaks at most, and how long a slot taken through /v1/check lasts
+	// unless released. Running requests renew every half lease.
+	ConcurrencyLease time.Duration
 	// RedisNearCache is how many over-limit (subject, route) rejections each
 	// instance remembers until they could turn into admissions
 	// (PORTAL_REDIS_NEAR_CACHE), so a caller hammering past its limit costs
@@ -299,6 +304,15 @@ func settings(getenv func(string) string) []setting {
 					return errors.New("out of range")
 				}
 				c.RedisTimeout = d
+				return nil
+			}},
+		{env: "PORTAL_CONCURRENCY_LEASE", flag: "concurrency-lease", def: enforce.DefaultSlotLease.String(), accepts: "a duration from 1s to 1h, e.g. 60s",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < time.Second || d > time.Hour {
+					return errors.New("out of range")
+				}
+				c.ConcurrencyLease = d
 				return nil
 			}},
 		{env: "PORTAL_REDIS_NEAR_CACHE", flag: "redis-near-cache", def: "10000", accepts: "a whole number from 0 (off) to 1000000",

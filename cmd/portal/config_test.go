@@ -28,7 +28,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	want := Config{
 		Addr: ":8080", DataDir: wantDir, AdminEmail: "admin@localhost", RedisFailureMode: "local",
-		Instances: 1, RedisPrefix: "sluice:", RedisTimeout: time.Second, RedisNearCache: 10000, LastUsedInterval: time.Minute, LogLevel: "info", Migrate: true, Demo: true,
+		Instances: 1, RedisPrefix: "sluice:", RedisTimeout: time.Second, ConcurrencyLease: time.Minute, RedisNearCache: 10000, LastUsedInterval: time.Minute, LogLevel: "info", Migrate: true, Demo: true,
 		ShutdownTimeout: 15 * time.Second,
 	}
 	if !equalConfig(cfg, want) || len(rest) != 0 {
@@ -66,7 +66,7 @@ func equalConfig(a, b Config) bool {
 		a.AdminEmail == b.AdminEmail && a.AdminPassword == b.AdminPassword && a.AdminToken == b.AdminToken &&
 		string(a.SessionSecret) == string(b.SessionSecret) && slices.Equal(a.TrustedProxies, b.TrustedProxies) &&
 		a.RedisFailureMode == b.RedisFailureMode && a.Instances == b.Instances && a.RedisPrefix == b.RedisPrefix &&
-		a.RedisTimeout == b.RedisTimeout && a.RedisNearCache == b.RedisNearCache && a.LastUsedInterval == b.LastUsedInterval && a.LogJSON == b.LogJSON &&
+		a.RedisTimeout == b.RedisTimeout && a.ConcurrencyLease == b.ConcurrencyLease && a.RedisNearCache == b.RedisNearCache && a.LastUsedInterval == b.LastUsedInterval && a.LogJSON == b.LogJSON &&
 		a.LogLevel == b.LogLevel && a.Migrate == b.Migrate && a.Demo == b.Demo && a.ShutdownTimeout == b.ShutdownTimeout &&
 		a.GRPCAddr == b.GRPCAddr
 }
@@ -89,6 +89,7 @@ func TestLoadConfigValues(t *testing.T) {
 		"PORTAL_LAST_USED_INTERVAL": "5s",
 		"PORTAL_REDIS_TIMEOUT":      "250ms",
 		"PORTAL_REDIS_NEAR_CACHE":   "0",
+		"PORTAL_CONCURRENCY_LEASE":  "90s",
 		"PORTAL_LOG_FORMAT":         "json",
 		"PORTAL_LOG_LEVEL":          "debug",
 		"PORTAL_MIGRATE":            "false",
@@ -101,7 +102,7 @@ func TestLoadConfigValues(t *testing.T) {
 		AdminToken: strings.Repeat("t", 32), SessionSecret: []byte(strings.Repeat("s", 32)),
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.1/32"),
 			netip.MustParsePrefix("172.16.0.1/32"), netip.MustParsePrefix("2001:db8::/32")},
-		RedisFailureMode: "local", Instances: 4, RedisPrefix: "sluice:staging:", RedisTimeout: 250 * time.Millisecond, LastUsedInterval: 5 * time.Second, LogJSON: true, LogLevel: "debug", Migrate: false, Demo: false,
+		RedisFailureMode: "local", Instances: 4, RedisPrefix: "sluice:staging:", RedisTimeout: 250 * time.Millisecond, ConcurrencyLease: 90 * time.Second, LastUsedInterval: 5 * time.Second, LogJSON: true, LogLevel: "debug", Migrate: false, Demo: false,
 		ShutdownTimeout: 30 * time.Second,
 	}
 	cfg, _, err := LoadConfig(nil, envOf(env), io.Discard)
@@ -176,6 +177,8 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"PORTAL_REDIS_PREFIX", strings.Repeat("p", 65), "invalid PORTAL_REDIS_PREFIX (-redis-prefix) \"" + strings.Repeat("p", 65) + "\": length out of range"},
 		{"PORTAL_REDIS_TIMEOUT", "0", "invalid PORTAL_REDIS_TIMEOUT (-redis-timeout) \"0\": out of range; want a duration from 1ms to 10s"},
 		{"PORTAL_REDIS_TIMEOUT", "1m", "invalid PORTAL_REDIS_TIMEOUT (-redis-timeout) \"1m\": out of range"},
+		{"PORTAL_CONCURRENCY_LEASE", "500ms", "invalid PORTAL_CONCURRENCY_LEASE (-concurrency-lease) \"500ms\": out of range; want a duration from 1s to 1h, e.g. 60s"},
+		{"PORTAL_CONCURRENCY_LEASE", "2h", "invalid PORTAL_CONCURRENCY_LEASE (-concurrency-lease) \"2h\": out of range"},
 		{"PORTAL_REDIS_NEAR_CACHE", "-1", "invalid PORTAL_REDIS_NEAR_CACHE (-redis-near-cache) \"-1\": out of range; want a whole number from 0 (off) to 1000000"},
 		{"PORTAL_REDIS_NEAR_CACHE", "lots", "invalid PORTAL_REDIS_NEAR_CACHE (-redis-near-cache) \"lots\": out of range"},
 		{"PORTAL_LAST_USED_INTERVAL", "10ms", "invalid PORTAL_LAST_USED_INTERVAL (-last-used-interval) \"10ms\": out of range; want a duration from 1s to 1h"},

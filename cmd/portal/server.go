@@ -222,6 +222,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		FailureMode:    d.cfg.RedisFailureMode,
 		Record:         usageHistory,
 		Shadow:         usageHistory,
+		SlotLease:      d.cfg.ConcurrencyLease,
 	})
 
 	health := []web.HealthCheck{{Name: "Postgres", Check: d.pool.Ping}}
@@ -244,6 +245,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// Gateways in front of other APIs ask here, any method (gateway.Check).
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
 	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
+	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
 	// Programs enforcing with the guard package fetch the policy here.
 	mux.Handle(gateway.PolicyPath, gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger))
 	// Services with an upstream URL: by path here, by host name around

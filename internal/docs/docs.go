@@ -244,6 +244,9 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 		d.WindowText = string(l.Period)
 	}
 	d.Rate = fmt.Sprintf("%d per %s", l.Limit, d.WindowText)
+	if l.Algorithm == enforce.Concurrency {
+		d.WindowText, d.Rate = "—", fmt.Sprintf("%d concurrent requests", l.Limit)
+	}
 	if cost > 1 {
 		d.Rate += fmt.Sprintf("; each request costs %d, so %d requests", cost, l.Limit/cost)
 	}
@@ -341,12 +344,25 @@ func explain(d LimitDoc) string {
 			"shorter months. RateLimit's t counts the seconds to the renewal, and RateLimit-Policy's w is the "+
 			"current period's length.", d.Limit, d.WindowText)
 	}
+	if d.Algorithm == enforce.Concurrency {
+		wait := "A request beyond them is refused with 429 and Retry-After: 1."
+		if d.Mode == enforce.ModeQueue {
+			wait = "A request beyond them waits for a slot to free (the wait is in Sluice-Queue-Delay-Ms), " +
+				"and is refused with 429 if none frees in time."
+		}
+		return fmt.Sprintf("At most %d of your requests in flight at once: a request holds a slot from the "+
+			"moment it is admitted until its response is complete. %s RateLimit-Policy shows it as "+
+			"qu=\"concurrent-requests\", and RateLimit's r counts the free slots.", d.Limit, wait)
+	}
 	return "Unknown algorithm " + string(d.Algorithm) + "."
 }
 
 func overLimit(d LimitDoc) string {
 	switch d.Mode {
 	case enforce.ModeQueue:
+		if d.Algorithm == enforce.Concurrency {
+			return "Queued: you wait for a free slot; if none frees within the gateway's longest wait, 429 with Retry-After."
+		}
 		return "Queued: you wait your turn (for reports, the job waits and you get 202 at once); " +
 			"past the queue, 429 with Retry-After."
 	case enforce.ModeDegrade:
@@ -361,6 +377,9 @@ func AlgorithmTitle(a enforce.Algorithm) string { return algorithmDoc(a).Title }
 
 func algorithmDoc(a enforce.Algorithm) AlgorithmDoc {
 	switch a {
+	case enforce.Concurrency:
+		return AlgorithmDoc{a, "Concurrent requests", "A cap on requests in flight at once, not on a rate: " +
+			"a slot is taken when a request is admitted and given back when its response is complete."}
 	case enforce.Quota:
 		return AlgorithmDoc{a, "Quota", "An allowance per day, month or year that renews at your billing " +
 			"anchor, not at a clock window: what you bought for the period, counted across all your keys."}

@@ -387,6 +387,10 @@ func TestLimitsInWords(t *testing.T) {
 			"20 per 10 seconds", "10 seconds", []string{"up to 20 tokens", "one every 500ms"}, "Refused: 429", 20},
 		{"leaky bucket queueing", plans.Limit{Name: "a", Algorithm: enforce.LeakyBucket, Limit: 6, Window: time.Minute, Burst: 2, Mode: enforce.ModeQueue},
 			"6 per minute", "minute", []string{"one every 10s", "up to 2 requests may wait", "Sluice-Queue-Delay-Ms"}, "Queued:", 1},
+		{"concurrency", plans.Limit{Name: "a", Algorithm: enforce.Concurrency, Limit: 3, Window: time.Minute},
+			"3 concurrent requests", "—", []string{"At most 3 of your requests in flight", `qu="concurrent-requests"`}, "Refused: 429", 0},
+		{"concurrency queueing", plans.Limit{Name: "a", Algorithm: enforce.Concurrency, Limit: 3, Window: time.Minute, Mode: enforce.ModeQueue},
+			"3 concurrent requests", "—", []string{"waits for a slot to free"}, "Queued: you wait for a free slot", 0},
 		{"leaky bucket policing", plans.Limit{Name: "a", Algorithm: enforce.LeakyBucket, Limit: 2, Window: time.Second, Burst: 3},
 			"2 per second", "second", []string{"one every 500ms", "a burst of up to 4 passes back to back"}, "Refused: 429", 4},
 	}

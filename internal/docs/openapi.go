@@ -315,7 +315,7 @@ func components() oaComponents {
 			"X-RateLimit-Limit":     {Description: "The limit of the layer you will run into first.", Schema: integer},
 			"X-RateLimit-Remaining": {Description: "What is left of it.", Schema: integer},
 			"X-RateLimit-Reset":     {Description: "Unix seconds when it is fully available again.", Schema: integer},
-			"RateLimit-Policy":      {Description: `Every limit of the request: "name";q=quota;w=window-seconds (draft-ietf-httpapi-ratelimit-headers).`, Schema: str},
+			"RateLimit-Policy":      {Description: `Every limit of the request: "name";q=quota;w=window-seconds, or "name";q=slots;qu="concurrent-requests" for a limit on requests in flight (draft-ietf-httpapi-ratelimit-headers).`, Schema: str},
 			"RateLimit":             {Description: `Every limit's state: "name";r=remaining;t=seconds-to-reset.`, Schema: str},
 			"Retry-After":           {Description: "Whole seconds to wait before retrying, at least 1.", Schema: oaSchema{Type: "integer", Minimum: &one}},
 			headerDegraded:          {Description: "Set when the answer is cached or reduced because you passed a degrade-mode limit: the policy's name.", Schema: str},

@@ -138,6 +138,8 @@ func limitError(l Limit) error {
 	switch {
 	case l.Name == "":
 		return fmt.Errorf("%w: limit without a name", ErrInvalidRequest)
+	case l.Algorithm == Concurrency:
+		return fmt.Errorf("%w: limit %q: %w", ErrInvalidRequest, l.Name, errSlotsAllow)
 	case kindOf(l.Algorithm) == 0:
 		return fmt.Errorf("%w: limit %q: unknown algorithm %q", ErrInvalidRequest, l.Name, l.Algorithm)
 	case l.Limit < 1:

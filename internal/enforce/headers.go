@@ -146,6 +146,10 @@ func appendPolicyItem(dst []byte, i int, l *Limit, period time.Duration) []byte 
 	dst = quoteName(dst, l.Name)
 	dst = append(dst, ";q="...)
 	dst = strconv.AppendInt(dst, l.Limit, 10)
+	if l.Algorithm == Concurrency {
+		// Requests in flight, not per window (draft-11's quota unit).
+		return append(dst, `;qu="concurrent-requests"`...)
+	}
 	dst = append(dst, ";w="...)
 	if period > 0 {
 		return strconv.AppendInt(dst, ceilSeconds(period), 10)
@@ -215,8 +219,12 @@ func writeRejection(w http.ResponseWriter, d Decision) {
 		m = strconv.AppendQuote(m, l.Name)
 		m = append(m, " allows "...)
 		m = strconv.AppendInt(m, l.Limit, 10)
-		m = append(m, " per "...)
-		m = append(m, formatWindow(l.Window)...)
+		if l.Algorithm == Concurrency {
+			m = append(m, " concurrent requests"...)
+		} else {
+			m = append(m, " per "...)
+			m = append(m, formatWindow(l.Window)...)
+		}
 	}
 	m = append(m, ". Retry in "...)
 	m = strconv.AppendInt(m, retry, 10)

@@ -25,7 +25,7 @@ const (
 )
 
 // Algorithms lists every algorithm, in the order the UI and docs show them.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket, Quota}
+var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket, Quota, Concurrency}
 
 // RateAlgorithms are the five algorithms that limit a rate over a Window
 // (every algorithm but the calendar Quota): what a side-by-side comparison

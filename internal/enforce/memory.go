@@ -85,6 +85,8 @@ type MemoryStore struct {
 	// before adding a subject.
 	shardMax  int64
 	evictions *evictionMetrics
+	// slots holds the concurrency limits' slots (slots_memory.go).
+	slots memSlots
 }
 
 // memShard indexes its subjects in an open-addressing table that a decision
@@ -252,6 +254,9 @@ func (s *MemoryStore) Allow(ctx context.Context, req Request) (Decision, error) 
 // Allowed says whether Allow would admit it now, Remaining and ResetAfter
 // describe the current state.
 func (s *MemoryStore) Peek(ctx context.Context, req Request) (Decision, error) {
+	if hasConcurrency(req.Limits) {
+		return s.peekAll(ctx, req) // slots_memory.go
+	}
 	return s.decide(req, false, nil)
 }
 

@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -51,6 +52,11 @@ type MiddlewareOptions struct {
 	// dashboard can say who would have been rejected. It is called on the
 	// request path and must not block.
 	Shadow ShadowRecorder
+	// SlotLease is how long a concurrency limit's slot is held without
+	// renewal (0 means DefaultSlotLease): the most a crashed instance's
+	// slots stay taken. A running request's slots are renewed every half
+	// lease (see middleware_slots.go).
+	SlotLease time.Duration
 	// Record, when set, is told of every decided request: admitted when
 	// the handler ran (admitted, queued, degraded, failed open), rejected
 	// when it was answered 429. It is called on the request path and must
@@ -101,6 +107,9 @@ type Middleware struct {
 	metrics *middlewareMetrics
 	shadow  ShadowRecorder
 	record  DecisionRecorder
+	// slots holds the concurrency limits' slots: the store, when it can.
+	slots SlotStore
+	lease time.Duration
 }
 
 // layersAllower is a Store that can write a decision's layers into a slice
@@ -127,6 +136,8 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 		record:   opts.Record,
 	}
 	m.into, _ = store.(layersAllower)
+	m.slots, _ = store.(SlotStore)
+	m.lease = cmp.Or(opts.SlotLease, DefaultSlotLease)
 	_, m.stamped = store.(*MemoryStore)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -223,7 +234,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		before = m.now()
 	}
 	start := time.Since(m.epoch)
-	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}, st)
+	req := Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}
+	var d Decision
+	var err error
+	if m.slots != nil && hasConcurrency(limits) {
+		// Slots first, then the rate layers (middleware_slots.go); the
+		// slots are held until the handler returns or panics.
+		var held *heldSlots
+		d, held, err = m.decideHeld(r.Context(), w.Header(), req, st)
+		st.held = held
+		defer held.release()
+	} else {
+		d, err = m.allow(r.Context(), req, st)
+	}
 	m.metrics.observe(route, time.Since(m.epoch)-start)
 	if err != nil {
 		m.storeFailed(w, r, next, st, route, hits, err)
@@ -568,6 +591,9 @@ type requestState struct {
 	degraded bool
 	layers   [maxInlineLayers]LayerResult
 	headers  [limitHeaderCount]string
+
+	// held is the request's concurrency slots, nil when none (see KeepSlots).
+	held *heldSlots
 }
 
 type stateKey struct{}

@@ -23,7 +23,9 @@ type LimitStatus struct {
 	Mode      Mode      `json:"mode"`
 	// Limit units of cost per WindowSeconds; Burst and Cost as configured.
 	// For a quota, WindowSeconds is the current period's length and Period
-	// names it (day, month or year); Reset is then the renewal.
+	// names it (day, month or year); Reset is then the renewal. A
+	// concurrency limit has WindowSeconds 0: Limit requests in flight, of
+	// which Remaining are free.
 	Limit         int64  `json:"limit"`
 	WindowSeconds int64  `json:"window_seconds"`
 	Period        Period `json:"period,omitempty"`
@@ -72,13 +74,17 @@ func (m *Middleware) StatusHandler() http.Handler {
 		at := m.decidedAt(d, before)
 		writeLimitHeaders(w.Header(), d, at, "", new([limitHeaderCount]string))
 		for _, l := range d.Layers {
+			window := max(ceilSeconds(max(l.Limit.Window, l.Period)), 1)
+			if l.Limit.Algorithm == Concurrency {
+				window = 0 // requests in flight, not per window
+			}
 			body.Limits = append(body.Limits, LimitStatus{
 				Policy:            l.Limit.Name,
 				Route:             l.Limit.Route,
 				Algorithm:         l.Limit.Algorithm,
 				Mode:              modeOrDefault(l.Limit.Mode),
 				Limit:             l.Limit.Limit,
-				WindowSeconds:     max(ceilSeconds(max(l.Limit.Window, l.Period)), 1),
+				WindowSeconds:     window,
 				Period:            l.Limit.Period,
 				Burst:             l.Limit.Burst,
 				Cost:              max(l.Limit.Cost, 1),

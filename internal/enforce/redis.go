@@ -160,6 +160,9 @@ type RedisStore struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+
+	// slots batches the concurrency slots' operations (slots_redis.go).
+	slots slotPipe
 }
 
 // redisCall is one decision waiting for its pipeline. Calls are pooled:
@@ -350,6 +353,9 @@ func (s *RedisStore) AllowInto(ctx context.Context, req Request, layers []LayerR
 // Allowed says whether Allow would admit it now, Remaining and ResetAfter
 // describe the current state.
 func (s *RedisStore) Peek(ctx context.Context, req Request) (Decision, error) {
+	if hasConcurrency(req.Limits) {
+		return s.peekAll(ctx, req) // slots_redis.go
+	}
 	return s.decide(ctx, req, false, nil)
 }
 

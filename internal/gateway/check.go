@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+
+	"github.com/sluicehq/sluice/internal/enforce"
 )
 
 // CheckPath is where the forward-auth endpoint is mounted.
@@ -87,8 +89,15 @@ func firstOf(h http.Header, names ...string) string {
 }
 
 // admitted answers the gateway's question: yes. The headers are already
-// written by the engine.
-var admitted = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+// written by the engine. A request holding concurrency slots keeps them
+// past the check, whose gateway tells Sluice nothing when the request it
+// asked about completes: they last the lease (PORTAL_CONCURRENCY_LEASE)
+// unless released at ReleasePath with the token in HeaderLease.
+var admitted = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if l := enforce.KeepSlots(r.Context()); l != nil {
+		w.Header().Set(HeaderLease, l.Token())
+		w.Header().Set(HeaderLeaseExpires, strconv.FormatInt(l.Expires().Unix(), 10))
+	}
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 })

@@ -56,6 +56,14 @@ const (
 // rate-limit headers (draft-11 RateLimit and RateLimit-Policy, the
 // X-RateLimit trio and, over the limit, Retry-After) are in
 // response_headers_to_add.
+//
+// Envoy never reports when a request it asked about completes, so the
+// slots of a concurrency tier are kept for the whole lease
+// (PORTAL_CONCURRENCY_LEASE), as through /v1/check, and no release token
+// is handed out: through the RLS, a concurrency tier of N admits at most N
+// requests per lease. To cap requests in flight at an Envoy, use its
+// cluster circuit breakers (max_requests) or its adaptive concurrency
+// filter; Sluice's tier then still counts the requests other ways in hold.
 type RateLimitService struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	catalogs Catalogs

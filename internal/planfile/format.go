@@ -103,6 +103,9 @@ func (p Plan) Input() plans.PlanInput {
 		if in.Limits[i].Algorithm == "quota" && in.Limits[i].WindowSeconds == 0 {
 			in.Limits[i].WindowSeconds = 86400 // unused: a quota renews by its period, as plans stores it
 		}
+		if in.Limits[i].Algorithm == "concurrency" && in.Limits[i].WindowSeconds == 0 {
+			in.Limits[i].WindowSeconds = 60 // unused: requests in flight, as plans stores it
+		}
 	}
 	return in
 }

@@ -236,6 +236,9 @@ func (in LimitInput) normalized() LimitInput {
 	if in.Algorithm == string(enforce.Quota) && in.WindowSeconds == 0 {
 		in.WindowSeconds = 86400 // unused: a quota renews by its period
 	}
+	if in.Algorithm == string(enforce.Concurrency) && in.WindowSeconds == 0 {
+		in.WindowSeconds = 60 // unused: a concurrency limit counts requests in flight
+	}
 	return in
 }
 

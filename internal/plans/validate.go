@@ -155,8 +155,8 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 	switch {
 	case !mode.Valid():
 		add("mode", "unknown mode %q: must be reject, queue, degrade or shadow", l.Mode)
-	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket:
-		add("mode", "queue mode needs the leaky_bucket algorithm")
+	case mode == enforce.ModeQueue && algo != enforce.LeakyBucket && algo != enforce.Concurrency:
+		add("mode", "queue mode needs the leaky_bucket algorithm (a queue by rate) or concurrency (a wait for a free slot)")
 	}
 	if l.CountPer != CountPerKey && l.CountPer != CountPerDeveloper {
 		add("count_per", "unknown value %q: must be key or developer", l.CountPer)
@@ -209,6 +209,8 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 		}
 	}
 	switch {
+	case algo == enforce.Concurrency && l.Cost != 1:
+		add("cost", "must be 1: a request in flight holds one slot of a concurrency limit")
 	case l.Cost < 1 || l.Cost > MaxCost:
 		add("cost", "must be from 1 to %d", MaxCost)
 	case l.Limit >= 1 && l.Cost > l.Limit:

@@ -119,6 +119,9 @@ func Replay(ctx context.Context, sc Scenario) (Report, error) {
 		if !a.Valid() {
 			return Report{}, fmt.Errorf("%w: unknown algorithm %q", ErrInvalid, a)
 		}
+		if a == enforce.Concurrency {
+			return Report{}, errNoDurations
+		}
 	}
 	arrivals := sc.Arrivals
 	if !slices.IsSortedFunc(arrivals, byTime) {
@@ -139,6 +142,9 @@ func Replay(ctx context.Context, sc Scenario) (Report, error) {
 			return Report{}, fmt.Errorf("%w: %s: %s", ErrInvalid, fe[0].Field, fe[0].Message)
 		}
 		given := t.Enforce("playground")
+		if given.Algorithm == enforce.Concurrency {
+			return Report{}, errNoDurations
+		}
 		for _, a := range orderFirst(algos, given.Algorithm) {
 			if err := ctx.Err(); err != nil {
 				return Report{}, err
@@ -159,6 +165,10 @@ func Replay(ctx context.Context, sc Scenario) (Report, error) {
 	}
 	return rep, nil
 }
+
+// errNoDurations refuses a concurrency tier: arrivals are instants, and
+// what is in flight depends on how long each request took.
+var errNoDurations = fmt.Errorf("%w: a concurrency tier cannot be replayed: arrivals carry no request durations, which decide what is in flight", ErrInvalid)
 
 func byTime(a, b Arrival) int { return a.At.Compare(b.At) }
 

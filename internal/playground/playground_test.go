@@ -2,12 +2,14 @@ package playground_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,5 +179,9 @@ func TestInvalidScenario(t *testing.T) {
 	_, err = playground.Replay(context.Background(), playground.Scenario{})
 	if err == nil {
 		t.Fatal("a scenario without tiers was replayed")
+	}
+	_, err = playground.Replay(context.Background(), playground.Scenario{Tiers: []plans.LimitInput{{Name: "x", Algorithm: "concurrency", Limit: 2}}})
+	if !errors.Is(err, playground.ErrInvalid) || !strings.Contains(err.Error(), "durations") {
+		t.Fatalf("a concurrency tier replayed from instants: %v, want ErrInvalid naming the missing durations", err)
 	}
 }
