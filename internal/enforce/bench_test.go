@@ -418,9 +418,7 @@ func BenchmarkRedisStore(b *testing.B) {
 		b.Run(cfg.name, func(b *testing.B) {
 			client, prefix := benchRedisClient(b)
 			store := newTestRedisStore(b, client, RedisOptions{Prefix: prefix, Timeout: time.Second, DisableUsage: cfg.noUsage})
-			limits := []Limit{benchLimit,
-				{Name: "fw", Algorithm: FixedWindow, Limit: 1e12, Window: time.Minute},
-				{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 1e12, Window: time.Minute}}[:cfg.layers]
+			limits := benchLayers[:cfg.layers]
 			runCallers(b, func(ctx context.Context, i int) error {
 				d, err := store.Allow(ctx, Request{Subject: "key:" + strconv.Itoa(i%cfg.subjects), Route: "GET /x", Limits: limits})
 				if err == nil && !d.Allowed {
@@ -513,26 +511,40 @@ func BenchmarkRedisInterleaved(b *testing.B) {
 	storeBare := newTestRedisStore(b, client, RedisOptions{Prefix: prefix + "n:", Timeout: time.Second, DisableUsage: true})
 	limiter := redis_rate.NewLimiter(client)
 	rrLimit := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}
+	store3 := newTestRedisStore(b, client, RedisOptions{Prefix: prefix + "3:", Timeout: time.Second})
 	tool := redisBenchmarkArgs(b, client, prefix+"t:", per)
-	storeDecide := func(s *RedisStore) func(context.Context, int) error {
+	storeDecide := func(s *RedisStore, limits []Limit) func(context.Context, int) error {
 		return func(ctx context.Context, i int) error {
-			_, err := s.Allow(ctx, Request{Subject: "key:" + strconv.Itoa(i%1000), Route: "GET /x", Limits: []Limit{benchLimit}})
+			_, err := s.Allow(ctx, Request{Subject: "key:" + strconv.Itoa(i%1000), Route: "GET /x", Limits: limits})
 			return err
 		}
 	}
+	one := []Limit{benchLimit}
 	var vsRate, bareVsTool, usageRate, bareRate, rrRate, toolRate, usageP99, bareP99, rrP99, usageP50 []float64
+	var threeVsOne, scriptMicros, script3Micros, perCall []float64
 	b.ResetTimer()
 	for range b.N {
-		r, lat, err := measureCallers(per, storeDecide(storeUsage))
+		r, lat, err := measureCallers(per, storeDecide(storeUsage, one))
 		if err != nil {
 			b.Fatal(err)
 		}
 		usageRate, usageP50, usageP99 = append(usageRate, r), append(usageP50, percentileMicros(lat, .5)), append(usageP99, percentileMicros(lat, .99))
-		rb, lat, err := measureCallers(per, storeDecide(storeBare))
+		calls0, usec0 := evalshaStats(b, client)
+		rb, lat, err := measureCallers(per, storeDecide(storeBare, one))
 		if err != nil {
 			b.Fatal(err)
 		}
+		calls1, usec1 := evalshaStats(b, client)
 		bareRate, bareP99 = append(bareRate, rb), append(bareP99, percentileMicros(lat, .99))
+		scriptMicros = append(scriptMicros, float64(usec1-usec0)/per)
+		perCall = append(perCall, per/float64(max(1, calls1-calls0)))
+		r3, _, err := measureCallers(per, storeDecide(store3, benchLayers))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, usec3 := evalshaStats(b, client)
+		threeVsOne = append(threeVsOne, r3/r)
+		script3Micros = append(script3Micros, float64(usec3-usec1)/per)
 		rr, lat, err := measureCallers(per, func(ctx context.Context, i int) error {
 			_, err := limiter.Allow(ctx, prefix+"rr{key:"+strconv.Itoa(i%1000)+"}", rrLimit)
 			return err
@@ -561,5 +573,42 @@ func BenchmarkRedisInterleaved(b *testing.B) {
 	b.ReportMetric(median(toolRate), "redis-benchmark-dec/s")
 	b.ReportMetric(median(vsRate), "store/redis_rate")
 	b.ReportMetric(median(bareVsTool), "store-nousage/redis-benchmark")
+	b.ReportMetric(median(threeVsOne), "store-3layers/1layer")
+	b.ReportMetric(median(scriptMicros), "script-µs/decision")
+	b.ReportMetric(median(script3Micros), "script-3layers-µs/decision")
+	b.ReportMetric(median(perCall), "decisions/script-call")
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchLayers are the three layers of the Redis benchmarks' 3-layer runs: a
+// token bucket, a fixed window and a sliding counter, none ever spent.
+var benchLayers = []Limit{benchLimit,
+	{Name: "fw", Algorithm: FixedWindow, Limit: 1e12, Window: time.Minute},
+	{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 1e12, Window: time.Minute}}
+
+// evalshaStats reads the EVALSHA calls the server has answered and the
+// microseconds it spent in them (INFO commandstats): the script's own time,
+// without the network or the client.
+func evalshaStats(b *testing.B, c *redis.Client) (calls, usec int64) {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return calls, usec
 }
