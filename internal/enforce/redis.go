@@ -115,8 +115,10 @@ type RedisOptions struct {
 // longer uses; a PerKey limit's fields are prefixed with the request's key,
 // <key>|<name>, in the same hash; the hash's TTL runs a window past its
 // latest state's expiry.
-// A sliding log is the sorted set <prefix>{<subject>}:<field> and its
-// metadata hash <...>:m; usage is <prefix>{<subject>}:stats:<unix seconds>,
+// A sliding log is the hash <prefix>{<subject>}:<field>:log of its requests
+// packed 8 bytes each in chunks (see LOG in decide.lua: about 9 bytes of
+// Redis per logged request, TestSlidingLogMemory); usage is
+// <prefix>{<subject>}:stats:<unix seconds>,
 // for at most UsageTopSubjects unkeyed subjects a bucket (the rest are
 // added up under UsageOthers).
 // One subject's keys share a Redis Cluster slot; every key is written with a
@@ -514,8 +516,7 @@ func (s *RedisStore) prepare(req Request, consume bool, clock time.Time) (*redis
 			la = la.anchored(req.Anchor.UnixMicro())
 		}
 		if la.kind == kindSlidingLog {
-			k := tag + ":" + la.field
-			keys = append(keys, k, k+":m")
+			keys = append(keys, tag+":"+la.field+":log")
 		}
 		limits = append(limits, la)
 	}
