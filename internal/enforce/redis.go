@@ -896,6 +896,27 @@ func (s *RedisStore) evalSha(ctx context.Context, c redis.Scripter, w *batcher, 
 	keys, args, rest := w.keys[:0], w.args[:0], w.reqs[:0]
 	clear(w.numbers)
 	args = append(args, reqs[0].now, nil) // the limit count is set below
+	if uniform(reqs) {
+		// One plan's requests, the common case: their mode and limits
+		// once, 'u' first, instead of three arguments a request.
+		first := reqs[0]
+		rest = append(rest, "u", first.mode, int64(len(first.limits)))
+		for j, la := range first.limits {
+			args = append(args, la.args[:]...)
+			rest = append(rest, int64(j+1))
+		}
+		for _, r := range reqs {
+			keys = append(keys, r.keys...)
+		}
+		args[1] = int64(len(first.limits))
+		args = append(args, rest...)
+		cmd := c.EvalSha(ctx, s.sha, keys, args...)
+		clear(keys)
+		clear(args)
+		clear(rest)
+		w.keys, w.args, w.reqs = keys[:0], args[:0], rest[:0]
+		return cmd
+	}
 	for _, r := range reqs {
 		keys = append(keys, r.keys...)
 		if r.count > 1 {
@@ -922,6 +943,23 @@ func (s *RedisStore) evalSha(ctx context.Context, c redis.Scripter, w *batcher, 
 	clear(rest)
 	w.keys, w.args, w.reqs = keys[:0], args[:0], rest[:0]
 	return cmd
+}
+
+// uniform reports whether reqs, two or more, share one mode and the same
+// limits, none coalesced: the script then takes their mode and limits once
+// for the lot (see decide.lua), which spares Redis two arguments a request
+// to parse and convert, and the script the reading of them.
+func uniform(reqs []*redisCall) bool {
+	if len(reqs) < 2 {
+		return false
+	}
+	first := reqs[0]
+	for _, r := range reqs {
+		if r.count > 1 || r.mode != first.mode || !slices.EqualFunc(r.limits, first.limits, sameArgs) {
+			return false
+		}
+	}
+	return true
 }
 
 // deliver hands each request of one script call its values from cmd's

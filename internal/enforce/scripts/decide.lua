@@ -22,6 +22,9 @@
 --             requests in a row would (the caller coalesces concurrent ones)
 --   ARGV[p+1] n, the number of the request's limits
 --   ARGV[p+2 .. p+1+n]  the request's limits, as numbers j of the list above
+-- or, when every request has the same mode and limits (one plan's requests,
+-- the common case), 'u' and then those three once for all of them, which
+-- spares Redis two arguments a request
 -- and per request, from KEYS[q]:
 --   KEYS[q]   the subject's state hash: every limit but the sliding logs keeps
 --             its state in fields named by its limits, and field 'e' holds the time
@@ -808,13 +811,17 @@ for j = 1, m do
   DH[j], DP[j], DM[j] = f .. ':#', f .. ':+', f .. ':-'
 end
 
-local nargs = #ARGV
+local nargs, nkeys = #ARGV, #KEYS
 local p, q = 3 + 8 * m, 1
+-- 'u': every request of the call has the mode and limits that follow, and
+-- its keys are the next of KEYS
+local uniform = ARGV[p] == 'u'
+if uniform then p = p + 1 end
 -- the previous request's limit list: its position in ARGV, its length, and
 -- whether V holds anything but its limits' figures (a charge alters them)
 -- or sliding logs (whose positions are keys of that request)
 local pp, pn, pv = 0, 0, true
-while p <= nargs do
+while (uniform and q <= nkeys) or (not uniform and p <= nargs) do
   local mode = ARGV[p]
   n = tonumber(ARGV[p + 1])
   KB, K = q, KEYS[q]
@@ -850,7 +857,7 @@ while p <= nargs do
     end
   end
   pp, pn, pv = p, n, mode == 'f' or logs > 0
-  if p == 3 + 8 * m and p + 1 + n >= nargs then
+  if not uniform and p == 3 + 8 * m and p + 1 + n >= nargs then
     -- the only request: its error is the script's
     decide()
   else
@@ -862,7 +869,7 @@ while p <= nargs do
       out[o] = err
     end
   end
-  p = p + 2 + n
+  if not uniform then p = p + 2 + n end
   q = q + 1 + logs
 end
 -- Past o: the prefilled values, or those a failed request left past its
