@@ -122,9 +122,9 @@ func TestRedisStoreKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// fw, swc, tb, lb: fields of the subject's one hash; the sliding log
-	// two keys; usage one.
-	if len(keys) != 4 {
-		t.Fatalf("keys written = %d %q, want 4", len(keys), keys)
+	// one key; usage one.
+	if len(keys) != 3 {
+		t.Fatalf("keys written = %d %q, want 3", len(keys), keys)
 	}
 	for _, k := range keys {
 		t.Run(strings.TrimPrefix(k, prefix), func(t *testing.T) {

@@ -123,7 +123,7 @@ func TestRedisKeepsAKeysStateUnderItsDevelopersTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 5 { // the hash, and a log and its metadata per key
+	if len(keys) != 3 { // the hash, and a log per key
 		t.Fatalf("keys = %v, want the subject's hash and two sliding logs", keys)
 	}
 	for _, k := range keys {
