@@ -41,13 +41,17 @@ func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error)
 	if err != nil {
 		return views.PlanPage{}, err
 	}
-	return views.PlanPage{
+	v := views.PlanPage{
 		Plan:    p,
 		Routes:  s.tierRoutes(ctx),
 		Counts:  counts[p.ID],
 		Details: views.PlanForm{Input: p.Input()},
 		Docs:    s.planDocs(p),
-	}, nil
+	}
+	// Who the shadow tiers would have rejected, beside the tiers.
+	v.Shadow, v.ShadowProblem = s.shadowCallers(ctx, p.Slug)
+	v.ShadowShown = len(v.Shadow) > 0 || hasShadowTier(p)
+	return v, nil
 }
 
 // planDocs is what the docs generator makes of one plan, for the preview;

@@ -18,6 +18,7 @@ func (s *Server) usageOverview(w http.ResponseWriter, r *http.Request) {
 		TopRejected:  sum.topRejected,
 		Note:         sum.note,
 		Regions:      s.regionsView(r.Context(), sum.total),
+		Anonymous:    s.anonymousTraffic(r.Context()),
 	}
 	if isHTMX(r) {
 		s.render(w, r, http.StatusOK, views.OverviewFragment(o))

@@ -9,6 +9,8 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin", op(s.usageOverview))
 	mux.Handle("GET /admin/live", op(s.liveKeys))
 	mux.Handle("GET /admin/live/stream", op(s.liveStream))
+	mux.Handle("GET /admin/history", op(s.adminHistory))
+	mux.Handle("GET /admin/history.csv", op(s.adminHistoryCSV))
 
 	mux.Handle("GET /admin/services", op(s.withServices(s.servicesList)))
 	mux.Handle("POST /admin/services", op(s.withServices(s.serviceCreate)))

@@ -21,6 +21,8 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	dev := func(h http.HandlerFunc) http.Handler { return s.requireRole("developer", h) }
 	mux.Handle("GET /app", dev(s.myUsage))
 	mux.Handle("GET /app/stream", dev(s.myUsageStream))
+	mux.Handle("GET /app/history", dev(s.myHistory))
+	mux.Handle("GET /app/history.csv", dev(s.myHistoryCSV))
 	mux.Handle("GET /app/keys", dev(s.myKeys))
 	mux.Handle("POST /app/keys", dev(s.createMyKey))
 	mux.Handle("GET /app/keys/{id}/secret", dev(s.showMyKeySecret))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -75,6 +76,9 @@ type Deps struct {
 	RegionUsage map[string]UsageReader
 	// Traffic, when set, is the recorded traffic the playground replays.
 	Traffic *traffic.Recorder
+	// History, when set, reads the usage history (per minute and hour) and
+	// the shadow tiers' would-be rejections; without it those pages 404.
+	History *history.Reader
 }
 
 // UsageReader reads the engine's admitted and rejected counts per subject,

@@ -127,7 +127,7 @@ func (s *Server) computeUsage(ctx context.Context, now time.Time) (usageSummary,
 func summarize(points []enforce.UsagePoint, byKey map[string]recentKey, since, now time.Time) usageSummary {
 	sum := usageSummary{
 		byPlan: map[int64]views.Traffic{},
-		note:   "Counts cover API keys; anonymous callers are not broken down here.",
+		note:   "The chart and the tables count API keys; anonymous callers are counted apart (below, and in the history).",
 	}
 	first := since.Truncate(enforce.UsageBucket)
 	n := int(now.Sub(first)/enforce.UsageBucket) + 1

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/users"
@@ -135,6 +136,12 @@ type Config struct {
 	// TrafficRecording keeps the last 24 hours of arrivals for the
 	// playground (PORTAL_TRAFFIC_RECORDING, -traffic-recording).
 	TrafficRecording bool
+
+	// HistoryFlushInterval is how often each instance adds its tally of
+	// decisions to the usage history in Postgres
+	// (PORTAL_HISTORY_FLUSH_INTERVAL); the history's charts are at most
+	// this late.
+	HistoryFlushInterval time.Duration
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -408,6 +415,16 @@ func settings(getenv func(string) string) []setting {
 				var err error
 				c.TrafficRecording, err = strconv.ParseBool(v)
 				return err
+			}},
+		// Usage history (package history).
+		{env: "PORTAL_HISTORY_FLUSH_INTERVAL", flag: "history-flush-interval", def: history.DefaultFlushInterval.String(), accepts: "a duration from 1s to 5m, e.g. 15s",
+			set: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < time.Second || d > 5*time.Minute {
+					return errors.New("out of range")
+				}
+				c.HistoryFlushInterval = d
+				return nil
 			}},
 		{env: "PORTAL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", accepts: "a duration from 1s to 10m, e.g. 15s",
 			set: func(c *Config, v string) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/region"
@@ -194,11 +195,23 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		go func() { defer wg.Done(); _ = recorder.Run(bg) }()
 		decider = traffic.Wrap(limiter, recorder)
 	}
+	// Usage history: every decision and every shadow tier's would-be
+	// rejection is tallied in memory and added to Postgres each flush
+	// interval; the final flush runs when bg ends, after the HTTP server
+	// has drained.
+	usageHistory := history.NewRecorder(d.pool, history.Options{
+		FlushInterval: d.cfg.HistoryFlushInterval, Logger: d.logger, Registerer: metrics,
+	})
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = usageHistory.Run(bg) }()
+
 	mw := enforce.NewMiddleware(decider, holder, enforce.MiddlewareOptions{
 		TrustedProxies: d.cfg.TrustedProxies,
 		Logger:         d.logger,
 		Registerer:     metrics,
 		FailureMode:    d.cfg.RedisFailureMode,
+		Record:         usageHistory,
+		Shadow:         usageHistory,
 	})
 
 	health := []web.HealthCheck{{Name: "Postgres", Check: d.pool.Ping}}
@@ -259,6 +272,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Regions:        regionSource,
 		RegionUsage:    regionUsage,
 		Traffic:        recorder,
+		History:        history.NewReader(d.pool),
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

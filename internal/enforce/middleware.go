@@ -51,6 +51,19 @@ type MiddlewareOptions struct {
 	// dashboard can say who would have been rejected. It is called on the
 	// request path and must not block.
 	Shadow ShadowRecorder
+	// Record, when set, is told of every decided request: admitted when
+	// the handler ran (admitted, queued, degraded, failed open), rejected
+	// when it was answered 429. It is called on the request path and must
+	// not block or allocate.
+	Record DecisionRecorder
+}
+
+// DecisionRecorder is told of each request the middleware decides, for
+// usage history.
+type DecisionRecorder interface {
+	// RecordDecision tells of one decision about requests requests
+	// (more than 1 for an Envoy request's hits_addend) of caller on route.
+	RecordDecision(caller Caller, route string, requests int64, admitted bool)
 }
 
 // ShadowRecorder is told of each request a shadow limit (ModeShadow) would
@@ -87,6 +100,7 @@ type Middleware struct {
 	routes  routeLimitsCache
 	metrics *middlewareMetrics
 	shadow  ShadowRecorder
+	record  DecisionRecorder
 }
 
 // layersAllower is a Store that can write a decision's layers into a slice
@@ -110,6 +124,7 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 		epoch:    time.Now(),
 		metrics:  newMiddlewareMetrics(opts.Registerer),
 		shadow:   opts.Shadow,
+		record:   opts.Record,
 	}
 	m.into, _ = store.(layersAllower)
 	_, m.stamped = store.(*MemoryStore)
@@ -212,7 +227,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	d, err := m.allow(r.Context(), Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}, scratch.layers)
 	m.metrics.observeIn(series, route, time.Since(m.epoch)-start)
 	if err != nil {
-		m.storeFailed(w, r, next, st, route, err)
+		m.storeFailed(w, r, next, st, route, hits, err)
 		return
 	}
 	h := w.Header()
@@ -239,10 +254,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		exceeded, degrade := degradable(d)
 		if !degrade {
 			m.metrics.countIn(series, route, caller.Plan, "rejected")
+			m.recordDecision(caller, route, hits, false)
 			writeRejection(w, d)
 			return
 		}
 		m.metrics.count(route, caller.Plan, "degraded")
+		m.recordDecision(caller, route, hits, true)
 		st.degraded = true
 		h.Set(HeaderDegraded, exceeded)
 		next.ServeHTTP(w, st.attach(r))
@@ -254,6 +271,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		if !async {
 			if d.Delay > m.maxWait {
 				m.metrics.count(route, caller.Plan, "rejected")
+				m.recordDecision(caller, route, hits, false)
 				writeQueueTooLong(w, d)
 				return
 			}
@@ -268,7 +286,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	} else {
 		m.metrics.countIn(series, route, caller.Plan, "admitted")
 	}
+	m.recordDecision(caller, route, hits, true)
 	next.ServeHTTP(w, st.attach(r))
+}
+
+// recordDecision tells the DecisionRecorder, if any, of one decision.
+func (m *Middleware) recordDecision(caller Caller, route string, hits int64, admitted bool) {
+	if m.record != nil {
+		m.record.RecordDecision(caller, route, hits, admitted)
+	}
 }
 
 // countShadow counts, per plan and tier, the requests d's shadow layers
@@ -342,7 +368,7 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route stri
 }
 
 // storeFailed applies the failure mode to a request whose decision failed.
-func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, st *requestState, route string, err error) {
+func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, st *requestState, route string, hits int64, err error) {
 	caller := st.caller
 	if r.Context().Err() != nil {
 		// The client went away; nobody reads this answer.
@@ -359,6 +385,7 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 	}
 	if m.failOpen {
 		m.metrics.count(route, caller.Plan, "failed_open")
+		m.recordDecision(caller, route, hits, true)
 		w.Header().Set(HeaderStoreDegraded, "store-unavailable")
 		next.ServeHTTP(w, st.attach(r))
 		return

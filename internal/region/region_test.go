@@ -36,7 +36,7 @@ type cluster struct {
 // each, all on one fake clock aligned on a second.
 func newCluster(t *testing.T, mode region.Mode, weights []region.Weight) *cluster {
 	t.Helper()
-	c := &cluster{clock: &fakeClock{t: time.Unix(1_700_000_000, 0)}}
+	c := &cluster{clock: &fakeClock{t: time.Unix(1_699_999_980, 0)}} // a whole minute: windows start on it
 	for _, w := range weights {
 		c.regions = append(c.regions, &testRegion{name: w.Name, redis: testenv.StartPrivateRedis(t)})
 	}
@@ -136,11 +136,19 @@ func (c *cluster) sync() {
 	wg.Wait()
 }
 
-// limitFor is a 100-per-second limit of alg; the leaky bucket gets a queue
+// limitFor is a 100-per-minute limit of alg; the leaky bucket gets a queue
 // of 20, a round's refill (in reject mode: without one it admits one request
-// per 10 ms).
+// per 600 ms).
+//
+// The window is a minute of the fake clock, not a second, because Redis
+// expires the counters by its own clock: a key whose window ends in one
+// fake second got a TTL of one real second, and on a starved host the ten
+// steps of a window (each a sync over the 40 ms delaying proxy) took longer
+// than that, so the counter vanished mid-window and the window admitted
+// twice its limit (seen once: 200 in window 5 of
+// TestSyncFallsBackToShareWhileAPeerIsCutOff).
 func limitFor(alg enforce.Algorithm) enforce.Limit {
-	l := enforce.Limit{Name: "plan", Algorithm: alg, Limit: 100, Window: time.Second}
+	l := enforce.Limit{Name: "plan", Algorithm: alg, Limit: 100, Window: time.Minute}
 	if alg == enforce.LeakyBucket {
 		l.Burst = 20
 	}
@@ -425,7 +433,7 @@ func TestParseRegions(t *testing.T) {
 // subject is then held to the share (its layer shows 50 of 100) and not
 // published, while the first is published as usual.
 func TestSyncHoldsSubjectsBeyondThePendingTableToTheShare(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clock := &fakeClock{t: time.Unix(1_699_999_980, 0)}
 	eu, us := testenv.StartPrivateRedis(t), testenv.StartPrivateRedis(t)
 	weights := []region.Weight{{Name: "eu", Weight: 1}, {Name: "us", Weight: 1}}
 	peerClient := redis.NewClient(&redis.Options{Addr: us.Addr, MaxRetries: -1})

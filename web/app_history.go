@@ -1,0 +1,59 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/views"
+)
+
+var appHistoryTables = []historyTable{
+	{"By key", "history-by-key", history.ByKey, narrowKey},
+	{"By route", "history-by-route", history.ByRoute, narrowRoute},
+}
+
+// myHistory is a developer's usage history: their own keys only, per
+// minute or hour, per key and route.
+func (s *Server) myHistory(w http.ResponseWriter, r *http.Request) {
+	if s.deps.History == nil {
+		s.notFound(w, r)
+		return
+	}
+	u, _ := s.currentUser(r)
+	hq, err := s.parseHistoryQuery(r, u.ID)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	v, err := s.historyView(r.Context(), hq, "/app/history", appHistoryTables)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	v.Action, v.CSV = "/app/history", "/app/history.csv"
+	keys, _, err := s.deps.Keys.List(r.Context(), apikeys.Filter{UserID: u.ID, Limit: maxOwnKeys})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	for _, k := range keys {
+		v.Keys = append(v.Keys, views.KeyChoice{ID: k.ID, Name: k.Name})
+	}
+	s.render(w, r, http.StatusOK, views.HistoryPageView(s.page(r, "My usage history", "app-history"), v))
+}
+
+// myHistoryCSV downloads the rows behind the developer's history page.
+func (s *Server) myHistoryCSV(w http.ResponseWriter, r *http.Request) {
+	if s.deps.History == nil {
+		s.notFound(w, r)
+		return
+	}
+	u, _ := s.currentUser(r)
+	hq, err := s.parseHistoryQuery(r, u.ID)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeHistoryCSV(w, r, hq, "my-usage")
+}
