@@ -34,7 +34,7 @@ func TestNavByRole(t *testing.T) {
 	}{
 		{"Anonymous", nil, []string{"docs", "signin", "signup"}},
 		{"Operator", &Viewer{Role: "operator"}, []string{"usage", "history", "services", "plans", "playground", "keys", "developers", "operators", "tokens", "audit", "docs"}},
-		{"Developer", &Viewer{Role: "developer"}, []string{"app", "app-history", "app-keys", "docs"}},
+		{"Developer", &Viewer{Role: "developer"}, []string{"app", "app-history", "app-keys", "app-alerts", "docs"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			items := Nav(tt.viewer)

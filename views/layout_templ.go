@@ -60,7 +60,7 @@ func Nav(v *Viewer) []NavItem {
 			{"keys", "Keys", "/admin/keys"}, {"developers", "Developers", "/admin/developers"},
 			{"operators", "Operators", "/admin/operators"}, {"tokens", "API tokens", "/admin/tokens"}, {"audit", "Audit log", "/admin/audit"}, {"docs", "Docs", "/docs"}}
 	default:
-		return []NavItem{{"app", "My usage", "/app"}, {"app-history", "History", "/app/history"}, {"app-keys", "My keys", "/app/keys"}, {"docs", "Docs", "/docs"}}
+		return []NavItem{{"app", "My usage", "/app"}, {"app-history", "History", "/app/history"}, {"app-keys", "My keys", "/app/keys"}, {"app-alerts", "Alerts", "/app/alerts"}, {"docs", "Docs", "/docs"}}
 	}
 }
 

@@ -29,4 +29,13 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /app/keys/{id}/rotate", dev(s.rotateMyKey))
 	mux.Handle("GET /app/keys/{id}/revoke", dev(s.confirmRevokeMyKey))
 	mux.Handle("POST /app/keys/{id}/revoke", dev(s.revokeMyKey))
+
+	// Threshold alerts: rules, webhooks, the delivery log (app_alerts.go).
+	mux.Handle("GET /app/alerts", dev(s.myAlerts))
+	mux.Handle("POST /app/alerts/rules", dev(s.saveMyAlertRule))
+	mux.Handle("POST /app/alerts/rules/{id}/delete", dev(s.deleteMyAlertRule))
+	mux.Handle("POST /app/alerts/webhooks", dev(s.createMyWebhook))
+	mux.Handle("GET /app/alerts/webhooks/{id}/secret", dev(s.showMyWebhookSecret))
+	mux.Handle("POST /app/alerts/webhooks/{id}/test", dev(s.testMyWebhook))
+	mux.Handle("POST /app/alerts/webhooks/{id}/delete", dev(s.deleteMyWebhook))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/alerts"
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
@@ -79,6 +80,13 @@ type Deps struct {
 	// History, when set, reads the usage history (per minute and hour) and
 	// the shadow tiers' would-be rejections; without it those pages 404.
 	History *history.Reader
+
+	// Threshold alerts (/app/alerts). Alerts nil answers those pages 503.
+	// AlertSender attempts a "send test event" at once (nil leaves it to
+	// the background worker); AlertEmail says the portal can send email.
+	Alerts      *alerts.Service
+	AlertSender *alerts.Worker
+	AlertEmail  bool
 }
 
 // UsageReader reads the engine's admitted and rejected counts per subject,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/mail"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/alerts"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/region"
@@ -142,6 +144,16 @@ type Config struct {
 	// (PORTAL_HISTORY_FLUSH_INTERVAL); the history's charts are at most
 	// this late.
 	HistoryFlushInterval time.Duration
+
+	// Threshold alerts (issue 12, item 5).
+	//
+	// SMTPURL, when set, also sends alerts by email (PORTAL_SMTP_URL):
+	// smtp://user:pass@host:port (STARTTLS when offered) or smtps://.
+	// SMTPFrom is their From address (PORTAL_SMTP_FROM). AlertInterval is
+	// how often the evaluator reads usage (PORTAL_ALERT_INTERVAL).
+	SMTPURL       string
+	SMTPFrom      string
+	AlertInterval time.Duration
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -424,6 +436,29 @@ func settings(getenv func(string) string) []setting {
 					return errors.New("out of range")
 				}
 				c.HistoryFlushInterval = d
+				return nil
+			}},
+		// Threshold alerts (issue 12, item 5).
+		{env: "PORTAL_ALERT_INTERVAL", flag: "alert-interval", def: alerts.DefaultInterval.String(), accepts: "a duration from 100ms to 10m: how often usage is checked against developers' alert thresholds, e.g. 5s",
+			set: func(c *Config, v string) error {
+				return setDuration(&c.AlertInterval, v, 100*time.Millisecond, 10*time.Minute)
+			}},
+		{env: "PORTAL_SMTP_URL", flag: "smtp-url", accepts: "smtp://user:pass@host:587 (STARTTLS when the server offers it) or smtps://user:pass@host:465, to email alerts too, or empty for webhooks only", secret: true,
+			set: func(c *Config, v string) error {
+				c.SMTPURL = v
+				if v == "" {
+					return nil
+				}
+				_, err := alerts.ParseSMTPURL(v, "sluice@localhost")
+				return err
+			}},
+		{env: "PORTAL_SMTP_FROM", flag: "smtp-from", def: "sluice@localhost", accepts: "the From address of alert emails, e.g. alerts@example.com",
+			set: func(c *Config, v string) error {
+				a, err := mail.ParseAddress(v)
+				if err != nil {
+					return errors.New("not an email address")
+				}
+				c.SMTPFrom = a.Address
 				return nil
 			}},
 		{env: "PORTAL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", accepts: "a duration from 1s to 10m, e.g. 15s",

@@ -204,6 +204,16 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	})
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = usageHistory.Run(bg) }()
+	// Threshold alerts (issue 12, item 5): see alerts.go.
+	alertDeps, err := startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter))
+	if err != nil {
+		stop()
+		wg.Wait()
+		for _, c := range closers {
+			c()
+		}
+		return nil, nil, err
+	}
 
 	mw := enforce.NewMiddleware(decider, holder, enforce.MiddlewareOptions{
 		TrustedProxies: d.cfg.TrustedProxies,
@@ -273,6 +283,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		RegionUsage:    regionUsage,
 		Traffic:        recorder,
 		History:        history.NewReader(d.pool),
+		Alerts:         alertDeps.service,
+		AlertSender:    alertDeps.worker,
+		AlertEmail:     alertDeps.email,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

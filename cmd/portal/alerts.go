@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/alerts"
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// alertsDeps is what the alerts pages need from startAlerts.
+type alertsDeps struct {
+	service *alerts.Service
+	worker  *alerts.Worker
+	email   bool
+}
+
+// startAlerts runs the threshold-alert evaluator and the delivery worker
+// until bg ends (wg counts them). The evaluator peeks through store, the
+// dashboards' store, so alerts never queue behind the request path. Every
+// instance runs both: the crossings are claimed in Postgres, so each fires
+// once, and the workers share the queue.
+func startAlerts(bg context.Context, wg *sync.WaitGroup, d serverDeps, store enforce.Store) (alertsDeps, error) {
+	svc, err := alerts.NewService(d.pool, d.cfg.SessionSecret)
+	if err != nil {
+		return alertsDeps{}, fmt.Errorf("alerts: %w", err)
+	}
+	var mailer *alerts.Mailer
+	if d.cfg.SMTPURL != "" {
+		if mailer, err = alerts.ParseSMTPURL(d.cfg.SMTPURL, d.cfg.SMTPFrom); err != nil {
+			return alertsDeps{}, fmt.Errorf("PORTAL_SMTP_URL: %w", err)
+		}
+	}
+	worker, err := alerts.NewWorker(d.pool, d.cfg.SessionSecret, alerts.WorkerOptions{Mailer: mailer, Logger: d.logger})
+	if err != nil {
+		return alertsDeps{}, fmt.Errorf("alerts: %w", err)
+	}
+	ev := alerts.NewEvaluator(d.pool, alerts.EvaluatorOptions{
+		Store: store, Interval: d.cfg.AlertInterval,
+		Email: mailer != nil, Logger: d.logger, Wake: worker.Wake,
+	})
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = ev.Run(bg) }()
+	go func() { defer wg.Done(); _ = worker.Run(bg) }()
+	return alertsDeps{service: svc, worker: worker, email: mailer != nil}, nil
+}

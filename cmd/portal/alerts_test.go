@@ -1,0 +1,51 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAlertSettings(t *testing.T) {
+	t.Run("Defaults", func(t *testing.T) {
+		cfg, _, err := LoadConfig(nil, envOf(map[string]string{"HOME": "/home/u"}), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.AlertInterval != 5*time.Second || cfg.SMTPURL != "" || cfg.SMTPFrom != "sluice@localhost" {
+			t.Fatalf("alert defaults: %v %q %q", cfg.AlertInterval, cfg.SMTPURL, cfg.SMTPFrom)
+		}
+	})
+	t.Run("Set", func(t *testing.T) {
+		cfg, _, err := LoadConfig([]string{"-alert-interval=250ms"}, envOf(map[string]string{
+			"HOME": "/home/u", "PORTAL_SMTP_URL": "smtps://a:b@mail.example.com", "PORTAL_SMTP_FROM": "Alerts <alerts@example.com>",
+		}), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.AlertInterval != 250*time.Millisecond || cfg.SMTPURL != "smtps://a:b@mail.example.com" || cfg.SMTPFrom != "alerts@example.com" {
+			t.Fatalf("alert settings: %v %q %q", cfg.AlertInterval, cfg.SMTPURL, cfg.SMTPFrom)
+		}
+	})
+	tests := []struct {
+		name, env, value, want string
+	}{
+		{"ErrSMTPSchemeWithPasswordHidden", "PORTAL_SMTP_URL", "http://alerts:hunter2@mail.example.com",
+			"invalid PORTAL_SMTP_URL (-smtp-url) (value hidden): must start with smtp:// or smtps://"},
+		{"ErrSMTPNoHost", "PORTAL_SMTP_URL", "smtp://", "invalid PORTAL_SMTP_URL (-smtp-url) (value hidden): must name a host"},
+		{"ErrFrom", "PORTAL_SMTP_FROM", "nobody", `invalid PORTAL_SMTP_FROM (-smtp-from) "nobody": not an email address`},
+		{"ErrIntervalTooShort", "PORTAL_ALERT_INTERVAL", "1ms", `invalid PORTAL_ALERT_INTERVAL (-alert-interval) "1ms": out of range`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := LoadConfig(nil, envOf(map[string]string{"HOME": "/home/u", tc.env: tc.value}), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatal("the error shows the password")
+			}
+		})
+	}
+}

@@ -1,0 +1,328 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults of WorkerOptions.
+const (
+	DefaultRetryBase   = 10 * time.Second
+	DefaultMaxAttempts = 8
+	// DefaultTimeout bounds one webhook call or one email.
+	DefaultTimeout = 10 * time.Second
+	maxRetryDelay  = time.Hour
+	pollInterval   = time.Second
+	batchSize      = 20
+)
+
+// WorkerOptions configures NewWorker.
+type WorkerOptions struct {
+	// Client sends the webhooks; nil means a client with Timeout that
+	// follows no redirect (a 3xx is a failed attempt).
+	Client *http.Client
+	// Mailer sends the email deliveries; nil leaves them failing with
+	// "no SMTP configured".
+	Mailer *Mailer
+	// RetryBase is the delay after a first failed attempt, doubled after
+	// each further one up to an hour; 0 means DefaultRetryBase.
+	RetryBase time.Duration
+	// MaxAttempts is how many attempts a delivery gets before it is
+	// marked failed; 0 means DefaultMaxAttempts.
+	MaxAttempts int
+	// Timeout bounds one attempt; 0 means DefaultTimeout.
+	Timeout time.Duration
+	Logger  *slog.Logger
+	// Now is the clock of the signature timestamps; nil means time.Now.
+	// (Scheduling uses the database's clock, shared by every instance.)
+	Now func() time.Time
+}
+
+// Worker sends queued deliveries. Any number of workers (instances) may run
+// on one database: each claims due rows with FOR UPDATE SKIP LOCKED and a
+// lease, so a row is sent by one worker at a time and a crashed worker's
+// rows are taken up again when the lease runs out.
+type Worker struct {
+	pool   *pgxpool.Pool
+	sealer sealer
+	opts   WorkerOptions
+	log    *slog.Logger
+	now    func() time.Time
+	wake   chan struct{}
+}
+
+// NewWorker returns a Worker over pool; sessionSecret opens the webhook
+// secrets (as in NewService).
+func NewWorker(pool *pgxpool.Pool, sessionSecret []byte, opts WorkerOptions) (*Worker, error) {
+	s, err := newSealer(sessionSecret)
+	if err != nil {
+		return nil, err
+	}
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = DefaultRetryBase
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{
+			Timeout:       opts.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	w := &Worker{pool: pool, sealer: s, opts: opts, log: opts.Logger, now: opts.Now, wake: make(chan struct{}, 1)}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	return w, nil
+}
+
+// Wake makes a running worker look for due deliveries now.
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends due deliveries until ctx ends, polling every second.
+func (w *Worker) Run(ctx context.Context) error {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		for {
+			n, err := w.SendDue(ctx)
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("alert deliveries", "err", err)
+			}
+			if n < batchSize || err != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-w.wake:
+		}
+	}
+}
+
+// claimed is a delivery this worker holds, with its destination.
+type claimed struct {
+	ID        int64   `db:"id"`
+	UserID    int64   `db:"user_id"`
+	WebhookID *int64  `db:"webhook_id"`
+	EmailTo   *string `db:"email_to"`
+	EventType string  `db:"event_type"`
+	Payload   []byte  `db:"payload"`
+	Attempts  int     `db:"attempts"`
+	URL       *string `db:"url"`
+	Sealed    []byte  `db:"secret_sealed"`
+}
+
+// The lease outlasts an attempt's timeout; $2 = 0 claims any due row.
+const claimDue = `
+WITH due AS (
+    SELECT id FROM alert_deliveries
+    WHERE state = 'pending' AND next_attempt_at <= now()
+      AND (locked_until IS NULL OR locked_until < now())
+      AND ($2::bigint = 0 OR id = $2)
+    ORDER BY next_attempt_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE alert_deliveries d
+    SET locked_until = now() + make_interval(secs => $3), attempts = d.attempts + 1
+    FROM due WHERE d.id = due.id
+    RETURNING d.id, d.user_id, d.webhook_id, d.email_to, d.event_type, d.payload, d.attempts
+)
+SELECT c.id, c.user_id, c.webhook_id, c.email_to, c.event_type, c.payload, c.attempts,
+       w.url, w.secret_sealed
+FROM claimed c LEFT JOIN alert_webhooks w ON w.id = c.webhook_id
+ORDER BY c.id`
+
+// SendDue sends up to a batch of due deliveries and returns how many it
+// attempted.
+func (w *Worker) SendDue(ctx context.Context) (int, error) {
+	return w.send(ctx, 0)
+}
+
+// SendNow attempts delivery id at once if it is due and not held by another
+// worker (the portal's "send test event" does, so the log shows the answer
+// on the next page). It reports whether it attempted.
+func (w *Worker) SendNow(ctx context.Context, id int64) (bool, error) {
+	n, err := w.send(ctx, id)
+	return n > 0, err
+}
+
+func (w *Worker) send(ctx context.Context, only int64) (int, error) {
+	lease := (w.opts.Timeout + 30*time.Second).Seconds()
+	rows, err := w.pool.Query(ctx, claimDue, batchSize, only, lease)
+	if err != nil {
+		return 0, fmt.Errorf("alerts: claim deliveries: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowToStructByName[claimed])
+	if err != nil {
+		return 0, fmt.Errorf("alerts: claim deliveries: %w", err)
+	}
+	var errs []error
+	for _, d := range due {
+		status, sendErr := w.attempt(ctx, d)
+		if err := w.record(ctx, d, status, sendErr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(due), errors.Join(errs...)
+}
+
+// attempt sends one delivery; status is the receiver's answer (0 for none).
+func (w *Worker) attempt(ctx context.Context, d claimed) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+	defer cancel()
+	if d.EmailTo != nil {
+		if w.opts.Mailer == nil {
+			return 0, errors.New("no SMTP server configured (PORTAL_SMTP_URL)")
+		}
+		var ev Event
+		if err := json.Unmarshal(d.Payload, &ev); err != nil {
+			return 0, fmt.Errorf("bad payload: %w", err)
+		}
+		if err := w.opts.Mailer.Send(ctx, *d.EmailTo, emailSubject(ev), emailBody(ev, d.Payload)); err != nil {
+			return smtpCode(err), err
+		}
+		return 250, nil
+	}
+	if d.URL == nil {
+		return 0, errors.New("webhook deleted")
+	}
+	secret, err := w.sealer.open(d.UserID, d.Sealed)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *d.URL, bytes.NewReader(d.Payload))
+	if err != nil {
+		return 0, fmt.Errorf("bad webhook URL: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Sluice-Webhooks/1")
+	req.Header.Set(EventHeader, d.EventType)
+	req.Header.Set(DeliveryHeader, strconv.FormatInt(d.ID, 10))
+	req.Header.Set(SignatureHeader, Sign(secret, w.now(), d.Payload))
+	resp, err := w.opts.Client.Do(req)
+	if err != nil {
+		return 0, errors.New(describeSendError(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("answered %s", resp.Status)
+	}
+	return resp.StatusCode, nil
+}
+
+// describeSendError keeps a transport error short and free of the URL
+// (whose query might hold a token the developer put there).
+func describeSendError(err error) string {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			err = inner
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	default:
+		s := err.Error()
+		if len(s) > 200 {
+			s = s[:200]
+		}
+		return s
+	}
+}
+
+const recordAttempt = `
+WITH a AS (
+    INSERT INTO alert_delivery_attempts (delivery_id, status_code, error) VALUES ($1, $2, $3)
+)
+UPDATE alert_deliveries SET
+    state = $4,
+    last_status = $2,
+    last_error = $3,
+    locked_until = NULL,
+    next_attempt_at = CASE WHEN $4 = 'pending' THEN now() + make_interval(secs => $5) ELSE next_attempt_at END,
+    delivered_at = CASE WHEN $4 = 'delivered' THEN now() ELSE NULL END
+WHERE id = $1`
+
+// record writes an attempt's outcome and schedules the next one with
+// exponential backoff, or gives up after MaxAttempts.
+func (w *Worker) record(ctx context.Context, d claimed, status int, sendErr error) error {
+	state, msg := "delivered", ""
+	var delay time.Duration
+	if sendErr != nil {
+		msg = sendErr.Error()
+		state = "pending"
+		delay = min(w.opts.RetryBase<<min(d.Attempts-1, 20), maxRetryDelay)
+		if d.Attempts >= w.opts.MaxAttempts || msg == "webhook deleted" {
+			state = "failed"
+		}
+		w.log.Warn("alert delivery failed", "delivery_id", d.ID, "attempt", d.Attempts, "status", status, "err", msg, "next", state)
+	}
+	var code *int
+	if status != 0 {
+		code = &status
+	}
+	// The attempt is recorded even when the request was cancelled.
+	ctx = context.WithoutCancel(ctx)
+	if _, err := w.pool.Exec(ctx, recordAttempt, d.ID, code, msg, state, delay.Seconds()); err != nil {
+		return fmt.Errorf("alerts: record attempt of delivery %d: %w", d.ID, err)
+	}
+	return nil
+}
+
+func emailSubject(ev Event) string {
+	switch ev.Type {
+	case EventPace:
+		return "Sluice: at this pace " + ev.Limit.Policy + " runs out before it renews"
+	case EventThreshold:
+		return fmt.Sprintf("Sluice: %d%% of %s used", ev.ThresholdPercent, ev.Limit.Policy)
+	default:
+		return "Sluice: test alert"
+	}
+}
+
+func emailBody(ev Event, payload []byte) string {
+	var b strings.Builder
+	b.WriteString(ev.Message)
+	b.WriteString("\r\n\r\n")
+	if ev.Limit != nil {
+		fmt.Fprintf(&b, "Limit: %s", ev.Limit.Policy)
+		if ev.Limit.Route != "" {
+			fmt.Fprintf(&b, " (%s)", ev.Limit.Route)
+		}
+		fmt.Fprintf(&b, "\r\nUsed: %d of %d (%d%%)\r\nResets: %s\r\n\r\n", ev.Used, ev.Capacity, ev.UsedPercent, ev.ResetsAt.Format(time.RFC1123))
+	}
+	b.WriteString("Change which alerts you get under Alerts in the developer portal.\r\n\r\nThe event as JSON:\r\n")
+	b.Write(payload)
+	b.WriteString("\r\n")
+	return b.String()
+}
