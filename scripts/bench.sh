@@ -24,12 +24,22 @@
 # the Postgres at BENCH_DATABASE_URL, dropped at exit. Needs go, wrk, curl,
 # psql, redis-server, redis-cli, python3.
 #
+# BASELINE=<git revision> also builds that revision's portal (from git
+# archive, so the work tree is left alone) and runs it beside this tree's,
+# each store twice, every round interleaving both binaries, then prints what
+# this tree's binary costs per request against the baseline's: the way to
+# show what a change buys on a machine whose load moves under you.
+#
 #   scripts/bench.sh                              # defaults below
 #   ROUNDS=7 DURATION=10s scripts/bench.sh
 #   STORES=redis CONTENDERS="anon anon-off" scripts/bench.sh
-#   PROFILE=anon scripts/bench.sh   # also a 10 s CPU profile of the redis
-#                                   # portal under that contender (pprof on
-#                                   # PORTAL_DEBUG_ADDR), path printed
+#   BASELINE=main scripts/bench.sh  # this tree's portal against main's
+#   PROFILE="anon anon-off" scripts/bench.sh
+#       also, after the rounds, 10 s CPU and allocation profiles of the
+#       first store's portal (this tree's) under each contender named (pprof
+#       on PORTAL_DEBUG_ADDR), kept with the binary and wrk's output (its
+#       request count, to turn samples into time per request) in
+#       $TMPDIR/sluice-bench-STORE-CONTENDER/
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
@@ -39,6 +49,7 @@ THREADS=${THREADS:-2}
 STORES=${STORES:-"redis memory"}
 CONTENDERS=${CONTENDERS:-"anon anon-off key key-off"}
 PROFILE=${PROFILE:-}
+BASELINE=${BASELINE:-}
 BENCH_DATABASE_URL=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 
 cd "$(dirname "$0")/.."
@@ -81,6 +92,15 @@ wait_for() {
 
 echo "building the portal..."
 go build -o "$work/portal" ./cmd/portal
+rev=$(git describe --always --dirty 2>/dev/null || echo "this tree")
+if [ -n "$BASELINE" ]; then
+	base_rev=$(git rev-parse --short "$BASELINE^{commit}")
+	echo "building the baseline portal at $BASELINE ($base_rev)..."
+	mkdir -p "$work/base-src"
+	git archive "$BASELINE" | tar -x -C "$work/base-src"
+	(cd "$work/base-src" && go build -o "$work/portal-base" ./cmd/portal)
+	rm -rf "$work/base-src"
+fi
 
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
@@ -100,18 +120,25 @@ token="bench_admin_token_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 limits='[{"name":"global","algorithm":"token_bucket","limit":1000000,"window_seconds":1,"burst":1000000},
 	{"name":"items","route":"GET /api/items/{id}","algorithm":"token_bucket","limit":1000000,"window_seconds":1,"burst":1000000}]'
 
-# admin STORE METHOD PATH BODY calls the admin API of STORE's portal.
+# A portal instance is named by its store, "redis" or "memory", for this
+# tree's binary, and "STORE@BASELINE" for the baseline's.
+store_of() { echo "${1%@*}"; }
+
+# admin INSTANCE METHOD PATH BODY calls the admin API of that portal.
 admin() {
 	curl -fsS -X "$2" -H "Authorization: Bearer $token" -H "Content-Type: application/json" \
 		${4:+-d "$4"} "http://127.0.0.1:${port[$1]}/admin/api/v1$3"
 }
 
 declare -A port debug_port pid_of key_on key_off bench_plan open_plan
-# start_portal STORE starts a portal on a fresh database and sets up the
-# plans, a developer and two keys through its admin API and sign-up form.
+instances=()
+# start_portal INSTANCE BINARY starts a portal on a fresh database and sets
+# up the plans, a developer and two keys through its admin API and sign-up
+# form.
 start_portal() {
-	local store=$1 db
-	db="sluice_bench_${store}_$$"
+	local store=$1 bin=$2 db
+	db="sluice_bench_${#instances[@]}_$$"
+	instances+=("$store")
 	psql -q "$BENCH_DATABASE_URL" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
 	dbs+=("$db")
 	port[$store]=$(free_port)
@@ -124,8 +151,10 @@ start_portal() {
 		export DATABASE_URL=$dburl PORTAL_ADDR=127.0.0.1:${port[$store]} PORTAL_DEMO=false
 		export PORTAL_ADMIN_TOKEN=$token PORTAL_DATA_DIR=$work/$store PORTAL_LOG_LEVEL=warn
 		export PORTAL_DEBUG_ADDR=127.0.0.1:${debug_port[$store]}
-		if [ "$store" = redis ]; then export REDIS_URL=redis://127.0.0.1:$redis_port/0; else unset REDIS_URL; fi
-		exec "$work/portal" >"$work/$store.log" 2>&1
+		# Each portal its own counters, should two share a plan id.
+		export PORTAL_REDIS_PREFIX="bench${#instances[@]}:"
+		if [ "$(store_of "$store")" = redis ]; then export REDIS_URL=redis://127.0.0.1:$redis_port/0; else unset REDIS_URL; fi
+		exec "$bin" >"$work/$store.log" 2>&1
 	) &
 	pid_of[$store]=$!
 	pids+=("${pid_of[$store]}")
@@ -141,7 +170,7 @@ start_portal() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
 }
 
-# anonymous_plan STORE limited|open gives the anonymous role to one plan and
+# anonymous_plan INSTANCE limited|open gives the anonymous role to one plan and
 # waits until the portal enforces it (the snapshot reloads on a change).
 anonymous_plan() {
 	local store=$1 want=$2 id body version
@@ -169,7 +198,7 @@ anonymous_plan() {
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# one_run STORE CONTENDER prints "rps p50_ms p99_ms non2xx cpu_us_per_req".
+# one_run INSTANCE CONTENDER prints "rps p50_ms p99_ms non2xx cpu_us_per_req".
 one_run() {
 	local store=$1 c=$2 url hdr=()
 	url="http://127.0.0.1:${port[$store]}/api/items/1"
@@ -197,7 +226,10 @@ one_run() {
 }
 
 for store in $STORES; do
-	start_portal "$store"
+	start_portal "$store" "$work/portal"
+	if [ -n "$BASELINE" ]; then
+		start_portal "$store@$BASELINE" "$work/portal-base"
+	fi
 done
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -206,9 +238,10 @@ redis_version=$(redis-server --version | awk '{ print $3 }' | tr -d 'v=')
 echo "date:   $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "cpu:    $cpu_model, $(nproc) cores; $(go version | awk '{ print $3 }'); redis $redis_version"
 echo "load:   $(load) (1, 5, 15 min) at start"
-echo "wrk -t$THREADS -c$CONNS -d$DURATION GET /api/items/1, $ROUNDS rounds, stores: $STORES"
+echo "portal: $rev${BASELINE:+, baseline $BASELINE ($base_rev)}"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION GET /api/items/1, $ROUNDS rounds, portals: ${instances[*]}"
 for round in $(seq "$ROUNDS"); do
-	for store in $STORES; do
+	for store in "${instances[@]}"; do
 		for c in $CONTENDERS; do
 			result=$(one_run "$store" "$c")
 			echo "round $round $store $c: req/s p50ms p99ms non2xx cpu-us/req = $result  (load $(load))"
@@ -217,51 +250,86 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 
-if [ -n "$PROFILE" ]; then
+for c in $PROFILE; do
 	store=${STORES%% *}
 	url="http://127.0.0.1:${port[$store]}/api/items/1"
 	hdr=()
-	case "$PROFILE" in
+	case "$c" in
 	anon) anonymous_plan "$store" limited ;;
+	anon-off) anonymous_plan "$store" open ;;
 	key) hdr=(-H "Authorization: Bearer ${key_on[$store]}") ;;
-	*) echo "bench: PROFILE is anon or key" >&2; exit 1 ;;
+	key-off) hdr=(-H "Authorization: Bearer ${key_off[$store]}") ;;
+	*) echo "bench: PROFILE names contenders: anon, anon-off, key, key-off" >&2; exit 1 ;;
 	esac
-	wrk -t"$THREADS" -c"$CONNS" -d12s "${hdr[@]}" "$url" >/dev/null &
+	dir="${TMPDIR:-/tmp}/sluice-bench-$store-$c"
+	mkdir -p "$dir"
+	cp "$work/portal" "$dir/portal"
+	wrk -t"$THREADS" -c"$CONNS" -d12s "${hdr[@]}" "$url" >"$dir/wrk.out" &
 	wrk_pid=$!
 	sleep 1
-	out="${TMPDIR:-/tmp}/sluice-bench-$store-$PROFILE.pprof"
-	curl -fsS -o "$out" "http://127.0.0.1:${debug_port[$store]}/debug/pprof/profile?seconds=10"
-	wait "$wrk_pid"
-	echo "CPU profile of the $store portal under $PROFILE: $out (go tool pprof -top $work/portal $out; the binary is deleted at exit, rebuild it with go build -o /tmp/portal ./cmd/portal)"
-fi
+	# CPU and allocations over the same 10 s (allocs?seconds= is a delta).
+	curl -fsS -o "$dir/cpu.pprof" "http://127.0.0.1:${debug_port[$store]}/debug/pprof/profile?seconds=10" &
+	cpu_pid=$!
+	curl -fsS -o "$dir/allocs.pprof" "http://127.0.0.1:${debug_port[$store]}/debug/pprof/allocs?seconds=10"
+	wait "$cpu_pid" "$wrk_pid"
+	echo "profiles of the $store portal under $c in $dir ($(awk '/requests in/ { print $1 }' "$dir/wrk.out") requests in wrk's 12 s):"
+	echo "  go tool pprof -top $dir/portal $dir/cpu.pprof"
+	echo "  go tool pprof -top -sample_index=alloc_space $dir/portal $dir/allocs.pprof"
+done
 
 echo "load:   $(load) at end"
 echo
-python3 - "$work/results" <<'PY'
+python3 - "$work/results" "$BASELINE" <<'PY'
 import statistics, sys
+baseline = sys.argv[2]
 rows = {}
 for line in open(sys.argv[1]):
-    store, c, rps, p50, p99, bad, cpu = line.split()
-    rows.setdefault((store, c), []).append((float(rps), float(p50), float(p99), int(bad), float(cpu)))
+    inst, c, rps, p50, p99, bad, cpu = line.split()
+    rows.setdefault((inst, c), []).append((float(rps), float(p50), float(p99), int(bad), float(cpu)))
 med = lambda xs: statistics.median(xs)
-print(f"| store | caller | req/s median (range) | share of no limits (range) | portal CPU us/req | CPU share | p50 ms | p99 ms |")
-print(f"|---|---|---|---|---|---|---|---|")
-for (store, c), rs in rows.items():
-    rps = [r[0] for r in rs]
-    share = cpu_share = "-"
-    twin = rows.get((store, c + "-off"))
-    if twin and len(twin) == len(rs):
-        # Ratios per round: each pair ran back to back, so load is shared.
-        ratios = [a[0] / b[0] * 100 for a, b in zip(rs, twin)]
-        share = f"{med(ratios):.0f} % ({min(ratios):.0f} - {max(ratios):.0f} %)"
-        # The share of the route's throughput a CPU-bound portal keeps:
-        # the unlimited route's CPU per request over the limited one's.
-        # Other processes' load moves it much less than req/s.
-        cpu = [b[4] / a[4] * 100 for a, b in zip(rs, twin) if a[4] > 0]
-        if cpu:
-            cpu_share = f"{med(cpu):.0f} % ({min(cpu):.0f} - {max(cpu):.0f} %)"
+rng = lambda xs, f: f"{f(med(xs))} ({f(min(xs))} - {f(max(xs))})"
+pct = lambda x: f"{x:.0f} %"
+pcts = lambda xs: f"{med(xs):.0f} % ({min(xs):.0f} - {max(xs):.0f} %)"
+
+def shares(inst, c):
+    """Per-round req/s and CPU shares of (inst, c) against its -off twin:
+    each pair ran back to back, so they shared the machine's load."""
+    rs, twin = rows.get((inst, c)), rows.get((inst, c + "-off"))
+    if not rs or not twin or len(twin) != len(rs):
+        return None, None
+    share = [a[0] / b[0] * 100 for a, b in zip(rs, twin)]
+    # The share of the route's throughput a CPU-bound portal keeps: the
+    # unlimited route's CPU per request over the limited one's. Other
+    # processes' load moves it much less than req/s.
+    cpu = [b[4] / a[4] * 100 for a, b in zip(rs, twin) if a[4] > 0]
+    return share, cpu
+
+print("| portal | caller | req/s median (range) | share of no limits (range) | portal CPU us/req | CPU share (range) | p50 ms | p99 ms |")
+print("|---|---|---|---|---|---|---|---|")
+for (inst, c), rs in rows.items():
+    share, cpu = shares(inst, c)
     bad = sum(r[3] for r in rs)
     note = f" NON-2XX: {bad}" if bad else ""
-    print(f"| {store} | {c} | {med(rps)/1000:.1f}k ({min(rps)/1000:.1f}k - {max(rps)/1000:.1f}k) | {share} | "
-          f"{med(r[4] for r in rs):.1f} | {cpu_share} | {med(r[1] for r in rs):.2f} | {med(r[2] for r in rs):.2f} |{note}")
+    print(f"| {inst} | {c} | {rng([r[0] for r in rs], lambda x: f'{x/1000:.1f}k')} | "
+          f"{pcts(share) if share else '-'} | {med(r[4] for r in rs):.1f} | {pcts(cpu) if cpu else '-'} | "
+          f"{med(r[1] for r in rs):.2f} | {med(r[2] for r in rs):.2f} |{note}")
+
+if baseline:
+    print()
+    print(f"This tree's portal against {baseline}'s, per round (both ran in every round):")
+    print()
+    print(f"| store | caller | CPU us/req, this / {baseline} (range) | req/s, this / {baseline} (range) | share: this, {baseline} | CPU share: this, {baseline} |")
+    print("|---|---|---|---|---|---|")
+    for (inst, c), rs in rows.items():
+        if "@" in inst:
+            continue
+        base = rows.get((f"{inst}@{baseline}", c))
+        if not base or len(base) != len(rs):
+            continue
+        cpu = [a[4] / b[4] for a, b in zip(rs, base) if b[4] > 0]
+        rps = [a[0] / b[0] for a, b in zip(rs, base) if b[0] > 0]
+        s1, c1 = shares(inst, c)
+        s2, c2 = shares(f"{inst}@{baseline}", c)
+        both = lambda a, b: f"{med(a):.0f} %, {med(b):.0f} %" if a and b else "-"
+        print(f"| {inst} | {c} | {rng(cpu, lambda x: f'{x:.2f}')} | {rng(rps, lambda x: f'{x:.2f}')} | {both(s1, s2)} | {both(c1, c2)} |")
 PY

@@ -29,7 +29,7 @@ const (
 // passed; the wait is marked with HeaderQueueDelay. The returned slots,
 // nil when none are held, are released by the caller when the handler
 // returns (nil-safe).
-func (m *Middleware) decideHeld(ctx context.Context, h http.Header, req Request, st *requestState) (Decision, *heldSlots, error) {
+func (m *Middleware) decideHeld(ctx context.Context, h http.Header, req Request, layers []LayerResult) (Decision, *heldSlots, error) {
 	slots, rate := splitConcurrency(req.Limits)
 	sreq, rreq := req, req
 	sreq.Limits, rreq.Limits = slots, rate
@@ -45,7 +45,7 @@ func (m *Middleware) decideHeld(ctx context.Context, h http.Header, req Request,
 			if !start.IsZero() {
 				h.Set(HeaderQueueDelay, strconv.FormatInt(time.Since(start).Milliseconds(), 10))
 			}
-			return m.decideRate(ctx, req, rreq, sd, lease, st)
+			return m.decideRate(ctx, req, rreq, sd, lease, layers)
 		}
 		if !slotQueues(sd) {
 			return m.refusedSlots(ctx, req, rreq, sd), nil, nil
@@ -66,12 +66,12 @@ func (m *Middleware) decideHeld(ctx context.Context, h http.Header, req Request,
 }
 
 // decideRate decides the rate limits of a request whose slots are held.
-func (m *Middleware) decideRate(ctx context.Context, req, rreq Request, sd Decision, lease *Lease, st *requestState) (Decision, *heldSlots, error) {
+func (m *Middleware) decideRate(ctx context.Context, req, rreq Request, sd Decision, lease *Lease, layers []LayerResult) (Decision, *heldSlots, error) {
 	held := m.hold(ctx, lease)
 	if len(rreq.Limits) == 0 {
 		return sd, held, nil
 	}
-	rd, err := m.allow(ctx, rreq, st)
+	rd, err := m.allow(ctx, rreq, layers)
 	if err != nil {
 		held.release()
 		return Decision{}, nil, err

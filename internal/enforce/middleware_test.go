@@ -649,6 +649,56 @@ func TestMiddlewareMetrics(t *testing.T) {
 	}
 }
 
+// TestMiddlewareMetricsPerPlan: the route cache keeps the series of the
+// plan whose caller filled it; callers of another plan that share the same
+// limits slice (a resolver may hand it to several) are still counted under
+// their own plan, and every decision's latency is observed once.
+func TestMiddlewareMetricsPerPlan(t *testing.T) {
+	limits := []enforce.Limit{
+		{Name: "shared", Algorithm: enforce.FixedWindow, Limit: 3, Window: time.Hour},
+		{Name: "shared-items", Algorithm: enforce.FixedWindow, Limit: 1000, Window: time.Hour, Route: routeItems},
+		{Name: "shared-search", Algorithm: enforce.FixedWindow, Limit: 1000, Window: time.Hour, Route: routeSearch},
+	}
+	res := &mwResolver{keys: map[string]enforce.Caller{
+		"sk_a": {Subject: "dev:1", Plan: "plan-a", Limits: limits},
+		"sk_b": {Subject: "dev:2", Plan: "plan-b", Limits: limits},
+	}}
+	reg := prometheus.NewRegistry()
+	mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{}), res, enforce.MiddlewareOptions{Registerer: reg})
+	mux := http.NewServeMux()
+	mux.Handle(routeItems, mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	do := func(key string) int {
+		r := httptest.NewRequest("GET", "/api/items/1", nil)
+		r.Header.Set("Authorization", "Bearer "+key)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w.Code
+	}
+	// a fills the cache (the second time in a row it filters the slice),
+	// then both plans alternate past their limit of 3.
+	for _, key := range []string{"sk_a", "sk_a", "sk_b", "sk_a", "sk_b", "sk_b", "sk_a", "sk_b", "sk_b"} {
+		do(key)
+	}
+	cases := []struct {
+		plan, outcome string
+		want          float64
+	}{
+		{"plan-a", "admitted", 3},
+		{"plan-a", "rejected", 1},
+		{"plan-b", "admitted", 3},
+		{"plan-b", "rejected", 2},
+	}
+	for _, tc := range cases {
+		got := gatherValue(t, reg, "sluice_enforce_requests_total", map[string]string{"route": routeItems, "plan": tc.plan, "outcome": tc.outcome})
+		if got != tc.want {
+			t.Errorf("%s/%s = %v, want %v", tc.plan, tc.outcome, got, tc.want)
+		}
+	}
+	if n := gatherCount(t, reg, "sluice_enforce_decision_seconds", map[string]string{"route": routeItems}); n != 9 {
+		t.Errorf("decision latency observed %d times, want 9", n)
+	}
+}
+
 // gatherValue reads one counter or gauge series from reg, as a scrape would;
 // a missing series reads 0.
 func gatherValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {

@@ -455,6 +455,32 @@ func TestNotLoaded(t *testing.T) {
 	}
 }
 
+// TestAnonymousSubjectsFromTheCache: the table of recent addresses never
+// answers another address's subject, whether addresses share a slot
+// (5,000 of them in 1,024 slots), differ only in family (1.2.3.4 and
+// ::ffff:1.2.3.4 are one client), or fall in one block.
+func TestAnonymousSubjectsFromTheCache(t *testing.T) {
+	prefixes := enforce.AddressPrefixes{IPv4: 24, IPv6: 48}
+	h := snapshot.NewHolder(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), snapshot.Options{AnonPrefixes: prefixes})
+	var addrs []netip.Addr
+	for i := range 2500 {
+		addrs = append(addrs,
+			netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 7}),
+			netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i), 15: 1}))
+	}
+	addrs = append(addrs, netip.MustParseAddr("1.2.3.4"), netip.MustParseAddr("::ffff:1.2.3.4"), netip.MustParseAddr("1.2.3.200"))
+	for round := range 3 {
+		for _, ip := range addrs {
+			if got, want := h.Anonymous(ip).Subject, prefixes.Subject(ip); got != want {
+				t.Fatalf("round %d: Anonymous(%s).Subject = %q, want %q", round, ip, got, want)
+			}
+		}
+	}
+	if got := h.Anonymous(netip.MustParseAddr("::ffff:1.2.3.4")).Subject; got != "ip:1.2.3.0/24" {
+		t.Errorf("IPv4-mapped address: subject %q, want ip:1.2.3.0/24", got)
+	}
+}
+
 // TestPropagationAcrossInstances measures how long a change made through one
 // instance takes to be enforced by another: two Holders on one database,
 // 20 revocations and 20 plan edits.

@@ -173,16 +173,28 @@ func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 // SampleEvery is the sampling rate of subjects outside the busiest.
 func (r *Recorder) SampleEvery() int { return r.opts.SampleEvery }
 
+// drainEvery is how often Run empties the request path's buffer into its
+// counts. Run used to wait on the buffer itself, so nearly every arrival
+// woke it: a channel hand-off to a parked goroutine and its scheduling cost
+// the portal about 0.3 us of CPU per recorded request, 10 % of what its
+// limits cost on the memory store (PROFILE=anon scripts/bench.sh). Drained
+// in bulk, a send only finds room in the buffer; at this interval the
+// default Buffer holds 800,000 arrivals a second.
+const drainEvery = 20 * time.Millisecond
+
 // Run aggregates and flushes until ctx ends, then flushes what is left.
 func (r *Recorder) Run(ctx context.Context) error {
 	t := time.NewTicker(r.opts.FlushEvery)
 	defer t.Stop()
+	d := time.NewTicker(drainEvery)
+	defer d.Stop()
 	pending := map[event]int{}
 	for {
 		select {
-		case e := <-r.events:
-			pending[e]++
+		case <-d.C:
+			r.drain(pending)
 		case <-t.C:
+			r.drain(pending)
 			r.flush(ctx, pending)
 			pending = map[event]int{}
 		case <-ctx.Done():
