@@ -805,7 +805,6 @@ type batcher struct {
 	leaders   []*redisCall
 	bySubject map[string]*redisCall
 	scripts   []script
-	keys      []string
 	args      []any // the call's arguments: clock, limit count, limits
 	reqs      []any // the requests' arguments, appended to args
 	numbers   map[*limitArgs]int64
@@ -937,10 +936,18 @@ func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall,
 // of one clock: each distinct limit's eight arguments once, then each request
 // as its mode, its limit count and its limits' numbers in that list, so a
 // batch of one plan's requests sends Redis three arguments a request rather
-// than eight. The command copies w's scratch slices, so they are reused.
-func (s *RedisStore) evalSha(ctx context.Context, c redis.Scripter, w *batcher, reqs []*redisCall) *redis.Cmd {
-	keys, args, rest := w.keys[:0], w.args[:0], w.reqs[:0]
+// than eight. The command is built here rather than by EvalSha, which boxes
+// every key string into its argument list (one allocation per decision):
+// the keys go in as pointers into the calls, which the worker owns until it
+// delivers. The command's argument list is its own; w's scratch slices are
+// reused.
+func (s *RedisStore) evalSha(ctx context.Context, c processor, w *batcher, reqs []*redisCall) *redis.Cmd {
+	args, rest := w.args[:0], w.reqs[:0]
 	clear(w.numbers)
+	nkeys := 0
+	for _, r := range reqs {
+		nkeys += len(r.keys)
+	}
 	args = append(args, reqs[0].now, nil) // the limit count is set below
 	if uniform(reqs) {
 		// One plan's requests, the common case: their mode and limits
@@ -951,44 +958,49 @@ func (s *RedisStore) evalSha(ctx context.Context, c redis.Scripter, w *batcher, 
 			args = append(args, la.args[:]...)
 			rest = append(rest, int64(j+1))
 		}
-		for _, r := range reqs {
-			keys = append(keys, r.keys...)
-		}
 		args[1] = int64(len(first.limits))
-		args = append(args, rest...)
-		cmd := c.EvalSha(ctx, s.sha, keys, args...)
-		clear(keys)
-		clear(args)
-		clear(rest)
-		w.keys, w.args, w.reqs = keys[:0], args[:0], rest[:0]
-		return cmd
-	}
-	for _, r := range reqs {
-		keys = append(keys, r.keys...)
-		if r.count > 1 {
-			rest = append(rest, int64(r.count))
-		} else {
-			rest = append(rest, r.mode)
-		}
-		rest = append(rest, int64(len(r.limits)))
-		for _, la := range r.limits {
-			j, ok := w.numbers[la]
-			if !ok {
-				j = int64(len(w.numbers) + 1)
-				w.numbers[la] = j
-				args = append(args, la.args[:]...)
+	} else {
+		for _, r := range reqs {
+			if r.count > 1 {
+				rest = append(rest, int64(r.count))
+			} else {
+				rest = append(rest, r.mode)
 			}
-			rest = append(rest, j)
+			rest = append(rest, int64(len(r.limits)))
+			for _, la := range r.limits {
+				j, ok := w.numbers[la]
+				if !ok {
+					j = int64(len(w.numbers) + 1)
+					w.numbers[la] = j
+					args = append(args, la.args[:]...)
+				}
+				rest = append(rest, j)
+			}
+		}
+		args[1] = int64(len(w.numbers))
+	}
+	cmdArgs := make([]any, 0, 3+nkeys+len(args)+len(rest))
+	cmdArgs = append(cmdArgs, "evalsha", s.sha, int64(nkeys))
+	for _, r := range reqs {
+		for i := range r.keys {
+			cmdArgs = append(cmdArgs, &r.keys[i])
 		}
 	}
-	args[1] = int64(len(w.numbers))
-	args = append(args, rest...)
-	cmd := c.EvalSha(ctx, s.sha, keys, args...)
-	clear(keys)
+	cmdArgs = append(cmdArgs, args...)
+	cmdArgs = append(cmdArgs, rest...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	cmd.SetFirstKeyPos(3) // a Cluster client routes the call by its first key
+	_ = c.Process(ctx, cmd)
 	clear(args)
 	clear(rest)
-	w.keys, w.args, w.reqs = keys[:0], args[:0], rest[:0]
+	w.args, w.reqs = args[:0], rest[:0]
 	return cmd
+}
+
+// processor is what evalSha sends a command with: a client, or a pipeline
+// that queues it.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // uniform reports whether reqs, two or more, share one mode and the same
