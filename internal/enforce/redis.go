@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	_ "embed"
@@ -140,8 +141,10 @@ type RedisStore struct {
 	// onePerScript sends each subject's requests in a script call of their
 	// own, for clients whose keys live on several nodes.
 	onePerScript bool
-	metrics      *storeMetrics
-	negative     *negativeCache
+	// raw reads the script's replies with parseReply (a single Redis).
+	raw      bool
+	metrics  *storeMetrics
+	negative *negativeCache
 	// batches numbers the batches sent; a failed batch's number is the
 	// cause its calls' errors carry (see batchError).
 	batches atomic.Uint64
@@ -237,9 +240,13 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 		metrics:  m,
 		stop:     make(chan struct{}),
 	}
-	if _, plain := client.(*redis.Client); !plain || opts.oneRequestPerScript {
+	_, plain := client.(*redis.Client)
+	if !plain || opts.oneRequestPerScript {
 		s.onePerScript = true
 	}
+	// A Cluster or Ring client's redirections need go-redis to read the
+	// replies itself.
+	s.raw = plain
 	if s.prefix == "" {
 		s.prefix = "sluice:"
 	}
@@ -808,6 +815,7 @@ type batcher struct {
 	args      []any // the call's arguments: clock, limit count, limits
 	reqs      []any // the requests' arguments, appended to args
 	numbers   map[*limitArgs]int64
+	vals      [][]replyValue // each script call's reply values
 }
 
 func newBatcher(maxBatch int) *batcher {
@@ -890,21 +898,12 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher) {
 	}
 	leaders := w.coalesce(batch)
 	scripts := w.group(leaders, s.onePerScript)
-	cmds := s.exec(ctx, w, leaders, scripts)
-	if hasNoScript(cmds) {
-		// Redis restarted or SCRIPT FLUSH ran: load again and retry once
-		// the calls that did not run.
-		if err := s.load(ctx); err == nil {
-			var retry []script
-			var at []int
-			for i, cmd := range cmds {
-				if isNoScript(cmd.Err()) {
-					retry, at = append(retry, scripts[i]), append(at, i)
-				}
-			}
-			for j, cmd := range s.exec(ctx, w, leaders, retry) {
-				cmds[at[j]] = cmd
-			}
+	replies := s.read(w, s.exec(ctx, w, leaders, scripts, s.raw))
+	if retry, at := s.retries(ctx, replies, scripts); len(retry) > 0 {
+		// Sent again through go-redis's own reading, whose retries and
+		// redirections then apply; the rest keep their replies.
+		for j, r := range s.read(w, s.exec(ctx, w, leaders, retry, false)) {
+			replies[at[j]] = r
 		}
 	}
 	if s.metrics != nil {
@@ -912,20 +911,56 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher) {
 		s.metrics.batch.Observe(float64(len(batch)))
 	}
 	for i, sc := range scripts {
-		deliver(leaders[sc.from:sc.to], cmds[i], gen)
+		deliver(leaders[sc.from:sc.to], replies[i], gen)
 	}
 }
 
-// exec sends the script calls, in one pipeline when there are several.
-func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall, scripts []script) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(scripts))
+// retries returns the script calls of replies to send again, and their
+// places: after a NOSCRIPT (Redis restarted or SCRIPT FLUSH ran), once the
+// script is loaded again, those that did not run; and those that a raw reply
+// failed with an error go-redis retries itself (LOADING, READONLY, ...),
+// which the script did not run either.
+func (s *RedisStore) retries(ctx context.Context, replies []scriptReply, scripts []script) (retry []script, at []int) {
+	loaded := false
+	for i, r := range replies {
+		switch {
+		case isNoScript(r.err):
+			if !loaded {
+				if s.load(ctx) != nil {
+					continue
+				}
+				loaded = true
+			}
+		case !r.raw || !retriedByClient(r.err):
+			continue
+		}
+		retry, at = append(retry, scripts[i]), append(at, i)
+	}
+	return retry, at
+}
+
+// retriedByClient reports whether err is a Redis error reply that go-redis
+// retries (or redirects) when it reads the reply itself.
+func retriedByClient(err error) bool {
+	for _, prefix := range [...]string{"LOADING ", "READONLY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "MOVED ", "ASK "} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// exec sends the script calls, in one pipeline when there are several;
+// raw asks for their replies unread (see scriptReply).
+func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall, scripts []script, raw bool) []redis.Cmder {
+	cmds := make([]redis.Cmder, len(scripts))
 	if len(scripts) == 1 {
-		cmds[0] = s.evalSha(ctx, s.client, w, leaders[scripts[0].from:scripts[0].to])
+		cmds[0] = s.evalSha(ctx, s.client, w, leaders[scripts[0].from:scripts[0].to], raw)
 		return cmds
 	}
 	pipe := s.client.Pipeline()
 	for i, sc := range scripts {
-		cmds[i] = s.evalSha(ctx, pipe, w, leaders[sc.from:sc.to])
+		cmds[i] = s.evalSha(ctx, pipe, w, leaders[sc.from:sc.to], raw)
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = pipe.Exec(ctx)
@@ -941,7 +976,7 @@ func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall,
 // the keys go in as pointers into the calls, which the worker owns until it
 // delivers. The command's argument list is its own; w's scratch slices are
 // reused.
-func (s *RedisStore) evalSha(ctx context.Context, c processor, w *batcher, reqs []*redisCall) *redis.Cmd {
+func (s *RedisStore) evalSha(ctx context.Context, c processor, w *batcher, reqs []*redisCall, raw bool) redis.Cmder {
 	args, rest := w.args[:0], w.reqs[:0]
 	clear(w.numbers)
 	nkeys := 0
@@ -988,8 +1023,16 @@ func (s *RedisStore) evalSha(ctx context.Context, c processor, w *batcher, reqs 
 	}
 	cmdArgs = append(cmdArgs, args...)
 	cmdArgs = append(cmdArgs, rest...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	cmd.SetFirstKeyPos(3) // a Cluster client routes the call by its first key
+	var cmd redis.Cmder
+	if raw {
+		raw := redis.NewRawCmd(ctx, cmdArgs...)
+		raw.SetFirstKeyPos(3)
+		cmd = raw
+	} else {
+		boxed := redis.NewCmd(ctx, cmdArgs...)
+		boxed.SetFirstKeyPos(3) // a Cluster client routes the call by its first key
+		cmd = boxed
+	}
 	_ = c.Process(ctx, cmd)
 	clear(args)
 	clear(rest)
@@ -1020,27 +1063,27 @@ func uniform(reqs []*redisCall) bool {
 	return true
 }
 
-// deliver hands each request of one script call its values from cmd's
+// deliver hands each request of one script call its values from the
 // reply ({now, then per request and coalesced call: allowed, delay, four per
 // limit}, or an error in place of a request's values) and signals its
 // callers. Each caller's reply is allowed, delay, now, four per limit. An
 // error carries the batch's number, gen: the calls failed together.
-func deliver(reqs []*redisCall, cmd *redis.Cmd, gen uint64) {
-	values, err := replyValues(cmd)
+func deliver(reqs []*redisCall, reply scriptReply, gen uint64) {
+	values, err := reply.vals, reply.err
 	var now int64
 	if err == nil {
-		now, values = values[0].(int64), values[1:]
+		now, values = values[0].n, values[1:]
 	} else {
 		err = &batchError{batch: gen, err: err}
 	}
 	for _, l := range reqs {
 		callErr := err
-		var mine []any
+		var mine []replyValue
 		per := 2 + 4*len(l.limits) // values of one decision
 		if callErr == nil {
 			switch {
-			case len(values) > 0 && isError(values[0]):
-				callErr = &batchError{batch: gen, err: classify(values[0].(error))}
+			case len(values) > 0 && values[0].err != nil:
+				callErr = &batchError{batch: gen, err: classify(values[0].err)}
 				values = values[1:]
 			case len(values) < per*l.count:
 				callErr = fmt.Errorf("rate-limit script: reply too short: %d values left for %d calls of %d limits", len(values), l.count, len(l.limits))
@@ -1077,54 +1120,172 @@ func (e *batchError) Unwrap() error { return e.err }
 // FailureCause is the number of the batch, shared by its calls' errors.
 func (e *batchError) FailureCause() uint64 { return e.batch }
 
-func isError(v any) bool {
-	_, ok := v.(error)
-	return ok
+// scriptReply is one script call's reply, read into the batcher's scratch
+// values: an integer each, or the error a request failed with in its place.
+// raw says it was read by parseReply rather than by go-redis.
+type scriptReply struct {
+	vals []replyValue
+	err  error
+	raw  bool
 }
 
-// replyValues returns the script's reply, checking that it is an array that
-// starts with the decisions' time.
-func replyValues(cmd *redis.Cmd) ([]any, error) {
-	v, err := cmd.Result()
-	if err != nil {
-		return nil, classify(err)
-	}
-	values, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("rate-limit script: reply %T, want an array", v)
-	}
-	if len(values) == 0 {
-		return nil, errors.New("rate-limit script: empty reply")
-	}
-	if _, ok := values[0].(int64); !ok {
-		return nil, fmt.Errorf("rate-limit script: reply's time is %T, want an integer", values[0])
-	}
-	return values, nil
+type replyValue struct {
+	n   int64
+	err error
 }
 
-// appendValues appends one decision's reply to dst in the caller's layout:
-// allowed and delay, then now, then the layers.
-func appendValues(dst []int64, values []any, now int64) ([]int64, error) {
-	for i, x := range values {
-		n, ok := x.(int64)
-		if !ok {
-			return dst, fmt.Errorf("rate-limit script: reply element %T, want an integer", x)
+// read reads the replies of cmds into w's scratch values.
+func (s *RedisStore) read(w *batcher, cmds []redis.Cmder) []scriptReply {
+	replies := make([]scriptReply, len(cmds))
+	for len(w.vals) < len(cmds) {
+		w.vals = append(w.vals, nil)
+	}
+	for i, cmd := range cmds {
+		var r scriptReply
+		switch cmd := cmd.(type) {
+		case *redis.RawCmd:
+			r.raw = true
+			raw, err := cmd.Result()
+			if err != nil {
+				r.err = classify(err)
+				break
+			}
+			r.vals, r.err = parseReply(raw, w.vals[i][:0])
+		case *redis.Cmd:
+			r.vals, r.err = replyValues(cmd, w.vals[i][:0])
 		}
-		dst = append(dst, n)
-		if i == 1 {
-			dst = append(dst, now)
+		if r.err == nil && (len(r.vals) == 0 || r.vals[0].err != nil) {
+			r.err = errors.New("rate-limit script: reply does not start with the decisions' time")
+		}
+		w.vals[i] = r.vals
+		replies[i] = r
+	}
+	return replies
+}
+
+// parseReply parses the script's reply from its RESP bytes: an array of
+// integers, with an error reply in place of a failed request's values.
+// go-redis's own reading boxes every integer of the reply into an
+// interface, one allocation per value above 255 (two or more per
+// decision); a top-level error reply comes back as that error, for classify.
+func parseReply(raw []byte, dst []replyValue) ([]replyValue, error) {
+	line, raw := cutLine(raw)
+	if len(line) == 0 {
+		return dst, errors.New("rate-limit script: empty reply")
+	}
+	switch line[0] {
+	case '-':
+		return dst, replyError(line[1:])
+	case '*':
+	default:
+		return dst, fmt.Errorf("rate-limit script: reply of RESP type %q, want an array", line[0])
+	}
+	n, ok := parseInt(line[1:])
+	if !ok || n < 0 {
+		return dst, fmt.Errorf("rate-limit script: bad array header %q", line)
+	}
+	for range n {
+		line, raw = cutLine(raw)
+		if len(line) == 0 {
+			return dst, errors.New("rate-limit script: reply cut short")
+		}
+		switch line[0] {
+		case ':':
+			v, ok := parseInt(line[1:])
+			if !ok {
+				return dst, fmt.Errorf("rate-limit script: bad integer %q in reply", line)
+			}
+			dst = append(dst, replyValue{n: v})
+		case '-':
+			dst = append(dst, replyValue{err: replyError(line[1:])})
+		default:
+			return dst, fmt.Errorf("rate-limit script: reply element of RESP type %q, want an integer", line[0])
 		}
 	}
 	return dst, nil
 }
 
-func hasNoScript(cmds []*redis.Cmd) bool {
-	for _, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			return true
+// cutLine returns raw's first line without its CRLF, and the rest.
+func cutLine(raw []byte) (line, rest []byte) {
+	i := bytes.IndexByte(raw, '\n')
+	if i < 1 || raw[i-1] != '\r' {
+		return nil, nil
+	}
+	return raw[:i-1], raw[i+1:]
+}
+
+// parseInt parses a RESP integer without the allocation strconv's would
+// cost for the string conversion.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if n < 0 { // overflowed past 19 digits' range
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// replyError is an error reply read by parseReply; like go-redis's own it is
+// a redis.Error, which classify and the NOSCRIPT check recognise.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks replyError as an error Redis answered with.
+func (replyError) RedisError() {}
+
+// replyValues reads the script's reply as go-redis read it, checking that it
+// is an array of integers and errors.
+func replyValues(cmd *redis.Cmd, dst []replyValue) ([]replyValue, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return dst, classify(err)
+	}
+	values, ok := v.([]any)
+	if !ok {
+		return dst, fmt.Errorf("rate-limit script: reply %T, want an array", v)
+	}
+	for _, x := range values {
+		switch x := x.(type) {
+		case int64:
+			dst = append(dst, replyValue{n: x})
+		case error:
+			dst = append(dst, replyValue{err: x})
+		default:
+			return dst, fmt.Errorf("rate-limit script: reply element %T, want an integer", x)
 		}
 	}
-	return false
+	return dst, nil
+}
+
+// appendValues appends one decision's reply to dst in the caller's layout:
+// allowed and delay, then now, then the layers.
+func appendValues(dst []int64, values []replyValue, now int64) ([]int64, error) {
+	for i, x := range values {
+		if x.err != nil {
+			return dst, fmt.Errorf("rate-limit script: reply element is an error, want an integer: %w", x.err)
+		}
+		dst = append(dst, x.n)
+		if i == 1 {
+			dst = append(dst, now)
+		}
+	}
+	return dst, nil
 }
 
 func isNoScript(err error) bool {
