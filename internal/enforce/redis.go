@@ -1151,6 +1151,9 @@ func (s *RedisStore) read(w *batcher, cmds []redis.Cmder) []scriptReply {
 				break
 			}
 			r.vals, r.err = parseReply(raw, w.vals[i][:0])
+			if rerr, ok := r.err.(replyError); ok {
+				r.err = classify(rerr) // as go-redis's reading would have it
+			}
 		case *redis.Cmd:
 			r.vals, r.err = replyValues(cmd, w.vals[i][:0])
 		}

@@ -54,3 +54,33 @@ func TestParseReply(t *testing.T) {
 		})
 	}
 }
+
+func TestRawReplyErrorsAreClassified(t *testing.T) {
+	cases := []struct {
+		name            string
+		reply           string
+		wantUnavailable bool
+		wantRetried     bool
+	}{
+		{name: "LoadingIsAnOutageRetriedByTheClient", reply: "-LOADING Redis is loading the dataset in memory\r\n", wantUnavailable: true, wantRetried: true},
+		{name: "ReadOnlyIsAnOutageRetriedByTheClient", reply: "-READONLY You can't write against a read only replica.\r\n", wantUnavailable: true, wantRetried: true},
+		{name: "ScriptErrorIsABug", reply: "-ERR user_script:1: bad argument\r\n", wantUnavailable: false, wantRetried: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := redis.NewRawCmd(t.Context())
+			cmd.SetVal([]byte(tc.reply))
+			s := &RedisStore{}
+			r := s.read(newBatcher(1), []redis.Cmder{cmd})[0]
+			if r.err == nil || !r.raw {
+				t.Fatalf("reply %q: error %v (raw %v), want an error from a raw reply", tc.reply, r.err, r.raw)
+			}
+			if got := errors.Is(r.err, ErrStoreUnavailable); got != tc.wantUnavailable {
+				t.Errorf("error %v: ErrStoreUnavailable %v, want %v", r.err, got, tc.wantUnavailable)
+			}
+			if got := retriedByClient(r.err); got != tc.wantRetried {
+				t.Errorf("error %v: retried by the client %v, want %v", r.err, got, tc.wantRetried)
+			}
+		})
+	}
+}
