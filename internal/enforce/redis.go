@@ -33,10 +33,11 @@ type RedisOptions struct {
 	Prefix string
 	// Timeout bounds one decision, queueing included (default
 	// DefaultStoreTimeout); past it the decision fails with
-	// ErrStoreUnavailable. It also bounds each batch's round trip, through
-	// the context of its commands: give the client ContextTimeoutEnabled
-	// and socket timeouts no shorter, or a busy Redis fails whole batches
-	// at the socket's timeout instead.
+	// ErrStoreUnavailable. Waiting callers check it every Timeout/8, so one
+	// gives up between Timeout and 9/8 of it. It also bounds each batch's
+	// round trip, through the context of its commands: give the client
+	// ContextTimeoutEnabled and socket timeouts no shorter, or a busy Redis
+	// fails whole batches at the socket's timeout instead.
 	Timeout time.Duration
 	// Now is for tests only: when set, the script takes its time from Now
 	// instead of Redis TIME, so a test controls the clock. Production leaves
@@ -794,7 +795,9 @@ func (s *RedisStore) work() {
 			// server's handlers, about to decide) queue their decisions
 			// before the batch is cut: fewer, fuller round trips cost Redis
 			// and this process fewer system calls per decision. A lone
-			// caller never waits for this.
+			// caller never waits for this. (Yielding also whenever the other
+			// pipeline was in flight made no difference to the portal's CPU
+			// per request, 0.92 - 1.00x over 4 interleaved rounds at load 5.)
 			runtime.Gosched()
 		}
 	fill:
