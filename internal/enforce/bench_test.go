@@ -113,6 +113,7 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 )
@@ -137,6 +138,12 @@ func benchSubjects() []string {
 // state outlives the benchmark and the 100,000-key runs measure live
 // subjects, not idle ones evicted and recreated.
 var benchLimit = Limit{Name: "tb", Algorithm: TokenBucket, Limit: 1e6, Window: time.Hour, Burst: 1e12}
+
+// portalMemoryStore is a memory store configured as the portal runs it:
+// usage counting on and its decision counters registered with Prometheus.
+func portalMemoryStore() *MemoryStore {
+	return NewMemoryStore(MemoryOptions{Registerer: prometheus.NewRegistry(), MaxSubjects: benchMaxSubjects})
+}
 
 func fillBucket(store *MemoryStore, subject string) {
 	l := benchLimit
@@ -279,14 +286,15 @@ func BenchmarkXTimeRate(b *testing.B) {
 }
 
 // BenchmarkMemoryInterleaved alternates rounds of 200,000 serial decisions
-// of the memory store (AllowInto, usage off) and of x/time/rate, hot key and
+// of the memory store (AllowInto, usage counting and metrics on, as the
+// portal runs it) and of x/time/rate, hot key and
 // 100,000 keys, one round of each per b.N, and reports the median of each
 // round's ratio, so a shared machine's load hits both alike. Run it with
 // -benchtime 10x.
 func BenchmarkMemoryInterleaved(b *testing.B) {
 	const per = 200_000
 	subjects := benchSubjects()
-	store := NewMemoryStore(MemoryOptions{DisableUsage: true, MaxSubjects: benchMaxSubjects})
+	store := portalMemoryStore()
 	for _, s := range append(subjects, "key:hot") {
 		fillBucket(store, s)
 	}

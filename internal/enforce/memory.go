@@ -78,6 +78,7 @@ type MemoryStore struct {
 	// in the shard's table starts from the low bits (see locate).
 	shardShift uint
 	sets       limitSetCache
+	routes     routeNames
 	sweepEvery int64 // µs
 	usage      bool
 	metrics    *storeMetrics
@@ -141,40 +142,151 @@ func newSubjectTable(slots int) *subjectTable {
 	return &subjectTable{mask: uint64(slots - 1), slots: make([]subjectSlot, slots)}
 }
 
-// subjectState is one subject's state, guarded by its own mutex. Its first
-// fields fill one cache line and the states of its first two limits (a
-// plan-wide limit and a route's tier) are stored inline, so a decision
-// touches one allocation.
+// subjectState is one subject's state, guarded by its own mutex: 128
+// bytes, so the allocator's 128-byte size class lays each one on exactly two
+// cache lines, holding the state of one limit and the latest usage entry,
+// which is all a decision on a one-limit plan reads or writes. Its other
+// limits and older usage entries are in extra. (336 bytes before, with two
+// limits and a slice of usage series inline: BenchmarkMemoryBytesPerSubject
+// went from 491 to 177 bytes a subject, see memory_bench_test.go; a test
+// holds the size.) When its limits no longer hold state and its usage is
+// past UsageRetention, nothing of the subject matters (see expiry).
 type subjectState struct {
 	mu      sync.Mutex
 	dead    bool // swept out of its shard's table: look the subject up again
-	hash    uint64
 	subject string
-	limits  []limitState
-	expires int64 // µs: when nothing of this subject matters any more
 	last    int64 // µs: the clock reading of the latest write
-	inline  [2]limitState
-	usage   []routeSeries
 	// guard is until when a limit is exhausted (µs): the latest decision
 	// found a layer with nothing remaining, so forgetting the subject
-	// before then would hand it a fresh budget early. It comes last, off
-	// the lines every decision reads: it is written only at a limit.
+	// before then would hand it a fresh budget early.
 	guard int64
+	// lim0 is the first limit's state, empty (a nil key) when the subject
+	// holds none; the others are in extra.limits, which is empty whenever
+	// lim0 is.
+	lim0  limitState
+	extra *subjectExtra
+	use0  usageEntry // the latest usage entry; the older ones are in extra
+}
+
+// subjectExtra is what a subject holds beyond one limit's state and one
+// usage entry: allocated by the first decision that needs it.
+type subjectExtra struct {
+	limits []limitState // the second limit's state onwards
+	usage  []usageEntry // the usage entries before use0, oldest first
+	inline [1]limitState
+}
+
+// more returns sub's extra, making it.
+func (sub *subjectState) more() *subjectExtra {
+	if sub.extra == nil {
+		sub.extra = new(subjectExtra)
+		sub.extra.limits = sub.extra.inline[:0]
+	}
+	return sub.extra
+}
+
+// numLimits is how many limit states sub holds; limitAt(i) is the i-th.
+func (sub *subjectState) numLimits() int {
+	switch {
+	case sub.lim0.key == nil:
+		return 0
+	case sub.extra == nil:
+		return 1
+	}
+	return 1 + len(sub.extra.limits)
+}
+
+func (sub *subjectState) limitAt(i int) *limitState {
+	if i == 0 {
+		return &sub.lim0
+	}
+	return &sub.extra.limits[i-1]
+}
+
+// addLimit appends st to sub's limit states and returns where it is kept.
+// It may move the states after the first.
+func (sub *subjectState) addLimit(st limitState) *limitState {
+	if sub.lim0.key == nil {
+		sub.lim0 = st
+		return &sub.lim0
+	}
+	ex := sub.more()
+	ex.limits = append(ex.limits, st)
+	return &ex.limits[len(ex.limits)-1]
+}
+
+// held is when sub's last limit state expires (µs): past it only the usage
+// series is left. Call it under sub's lock.
+func (sub *subjectState) held() int64 {
+	var held int64
+	for i := range sub.numLimits() {
+		held = max(held, sub.limitAt(i).expiry())
+	}
+	return held
+}
+
+// expiry is when nothing of sub matters any more (µs): its limits hold no
+// state and its usage is past UsageRetention. It is computed when a sweep
+// asks, not kept up to date by every decision. Call it under sub's lock.
+func (sub *subjectState) expiry() int64 {
+	e := sub.held()
+	if !sub.use0.empty() {
+		e = max(e, sub.last+UsageRetention.Microseconds())
+	}
+	return e
 }
 
 // limitState is one limit's state. A limit edited to another window, limit
 // or burst keeps its state, rescaled to the new figures at its next admitted
 // request (see rescale), as in Redis; key holds the figures it was last
-// written under. The fields a decision reads come first.
+// written under.
 type limitState struct {
-	key     *limitKey
+	key *limitKey
+	// ext holds the scope of a PerKey limit's state and a sliding log's
+	// entries; nil for the state of any other limit shared by the whole
+	// subject, the common case, which so costs 8 bytes instead of 56.
+	ext     *limitExt
 	counter counterState
-	expires int64
+}
+
+type limitExt struct {
 	// scope is the Request.Key of a PerKey limit's state, "" for state
-	// shared by the whole subject; after the counter, which every decision
-	// reads, so the counter keeps its place beside the key.
+	// shared by the whole subject.
 	scope string
 	log   logRing
+}
+
+func (st *limitState) scope() string {
+	if st.ext == nil {
+		return ""
+	}
+	return st.ext.scope
+}
+
+// logRing is st's sliding log, or nil when it has none.
+func (st *limitState) logRing() *logRing {
+	if st.ext == nil {
+		return nil
+	}
+	return &st.ext.log
+}
+
+// expiry is when st no longer affects any decision (µs), computed from the
+// figures it was written under: a sliding log's newest entry leaves the
+// window, a window ends, a bucket is full again.
+func (st *limitState) expiry() int64 {
+	f := &st.key.figures
+	if f.kind == kindSlidingLog {
+		r := st.logRing()
+		if r == nil || len(r.entries) == 0 {
+			return 0
+		}
+		return r.entries[len(r.entries)-1].ts + f.window
+	}
+	if !st.counter.has {
+		return 0
+	}
+	return st.counter.expiresAt(&params{kind: f.kind, window: f.window})
 }
 
 // limitKey names a limit state and the figures it was written under. A
@@ -325,8 +437,7 @@ func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *ev
 	if 4*(sh.used+1) > 3*len(t.slots) {
 		t = sh.rebuild()
 	}
-	sub := &subjectState{hash: h, subject: subject, last: sh.sweptAt}
-	sub.limits = sub.inline[:0]
+	sub := &subjectState{subject: subject, last: sh.sweptAt}
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		slot := &t.slots[i]
 		old := slot.sub.Load()
@@ -349,7 +460,7 @@ func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *ev
 func (sh *memShard) rebuild() *subjectTable {
 	old := sh.table.Load()
 	n := minTableSlots
-	for n < 4*int(sh.live.Load()+1) {
+	for n < 2*int(sh.live.Load()+1) {
 		n <<= 1
 	}
 	t := newSubjectTable(n)
@@ -358,10 +469,11 @@ func (sh *memShard) rebuild() *subjectTable {
 		if sub == nil || sub == tombstone {
 			continue
 		}
-		for j := sub.hash & t.mask; ; j = (j + 1) & t.mask {
+		h := old.slots[i].hash.Load()
+		for j := h & t.mask; ; j = (j + 1) & t.mask {
 			if t.slots[j].sub.Load() == nil {
 				t.slots[j].sub.Store(sub)
-				t.slots[j].hash.Store(sub.hash)
+				t.slots[j].hash.Store(h)
 				break
 			}
 		}
@@ -488,8 +600,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 			sub.keepRescaled(&req, ps, keys, states, cur, nil)
 		}
 		if s.usage {
-			sub.recordUsage(req.Route, now/int64(time.Second/time.Microsecond), allowed)
-			sub.expires = max(sub.expires, now+UsageRetention.Microseconds())
+			sub.recordUsage(s.routes.id(req.Route), now, allowed)
 		}
 		if sub != nil {
 			sub.last = max(sub.last, now)
@@ -570,7 +681,6 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 			st.refigure(key, &req.Limits[i], &ps[i])
 		}
 		st.consume(&ps[i], &next[i], now)
-		sub.expires = max(sub.expires, st.expires)
 	}
 	if !fresh {
 		return
@@ -589,10 +699,11 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 		} else {
 			key = new(newLimitKey(&req.Limits[i], p))
 		}
-		sub.limits = append(sub.limits, limitState{key: key, scope: scopeOf(req, i)})
-		st := &sub.limits[len(sub.limits)-1]
-		st.consume(p, &next[i], now)
-		sub.expires = max(sub.expires, st.expires)
+		st := limitState{key: key}
+		if scope := scopeOf(req, i); scope != "" {
+			st.ext = &limitExt{scope: scope}
+		}
+		sub.addLimit(st).consume(p, &next[i], now)
 	}
 }
 
@@ -611,10 +722,6 @@ func (sub *subjectState) keepRescaled(req *Request, ps []params, keys []limitKey
 		st.refigure(keyOf(keys, i), &req.Limits[i], p)
 		if c := cur[i].state(); p.kind != kindSlidingLog && c != nil {
 			st.counter = *c
-			if st.counter.has {
-				st.expires = max(st.expires, st.counter.expiresAt(p))
-				sub.expires = max(sub.expires, st.expires)
-			}
 		}
 	}
 }
@@ -631,24 +738,32 @@ func scopeOf(req *Request, i int) string {
 // consume writes an admitted layer's new state.
 func (st *limitState) consume(p *params, next *counterState, now int64) {
 	if p.kind == kindSlidingLog {
-		st.log.commit(now, p.window, p.cost)
-		st.expires = now + p.window
+		if st.ext == nil {
+			st.ext = new(limitExt)
+		}
+		st.ext.log.commit(now, p.window, p.cost)
 		return
 	}
 	st.counter = *next
-	st.expires = next.expiresAt(p)
 }
 
 // dropStale removes the limit states that no longer affect any decision.
 func (sub *subjectState) dropStale(now int64) {
-	kept := sub.limits[:0]
-	for _, st := range sub.limits {
-		if st.expires > now {
-			kept = append(kept, st)
+	n, kept := sub.numLimits(), 0
+	for i := range n {
+		if st := sub.limitAt(i); st.expiry() > now {
+			if kept != i {
+				*sub.limitAt(kept) = *st
+			}
+			kept++
 		}
 	}
-	clear(sub.limits[len(kept):])
-	sub.limits = kept
+	for i := kept; i < n; i++ {
+		*sub.limitAt(i) = limitState{}
+	}
+	if sub.extra != nil {
+		sub.extra.limits = sub.extra.limits[:max(kept-1, 0)]
+	}
 }
 
 // keyOf is layer i's key in a cached limit set, or nil.
@@ -672,7 +787,10 @@ func (st *limitState) refigure(key *limitKey, l *Limit, p *params) {
 		return
 	}
 	if st.key.kind != p.kind {
-		st.counter, st.log = counterState{}, logRing{}
+		st.counter = counterState{}
+		if st.ext != nil {
+			st.ext.log = logRing{}
+		}
 	}
 	if key == nil {
 		key = &limitKey{name: l.Name, figures: f}
@@ -709,11 +827,11 @@ func (ls *layerState) of(st *limitState, p *params, now int64) {
 	f := figuresOf(p)
 	switch {
 	case st.key.figures == f:
-		ls.counter, ls.log = &st.counter, &st.log
+		ls.counter, ls.log = &st.counter, st.logRing()
 	case st.key.kind != p.kind:
 		// another algorithm's state means nothing to this one
 	case p.kind == kindSlidingLog:
-		ls.log = &st.log // logged times mean the same under any window
+		ls.log = st.logRing() // logged times mean the same under any window
 	default:
 		ls.scaled, ls.rescaled = rescale(st.counter, st.key.figures, p, now), true
 	}
@@ -754,11 +872,12 @@ func (sub *subjectState) find(key *limitKey, name string, p *params, scope strin
 	if sub == nil {
 		return nil
 	}
-	for i := range sub.limits {
-		st := &sub.limits[i]
+	for i := range sub.numLimits() {
+		st := sub.limitAt(i)
 		// Most states are the subject's own (scope ""): a length test
 		// settles them without a string comparison.
-		inScope := len(st.scope) == len(scope) && (len(scope) == 0 || st.scope == scope)
+		stScope := st.scope()
+		inScope := len(stScope) == len(scope) && (len(scope) == 0 || stScope == scope)
 		if st.key == key {
 			if inScope {
 				return st
@@ -775,17 +894,6 @@ func (sub *subjectState) find(key *limitKey, name string, p *params, scope strin
 	return nil
 }
 
-func (sub *subjectState) recordUsage(route string, unixSeconds int64, allowed bool) {
-	for i := range sub.usage {
-		if sub.usage[i].route == route {
-			sub.usage[i].record(unixSeconds, allowed)
-			return
-		}
-	}
-	sub.usage = append(sub.usage, routeSeries{route: route})
-	sub.usage[len(sub.usage)-1].record(unixSeconds, allowed)
-}
-
 // sweep drops every subject whose state no longer matters, marking it dead
 // under its own lock. It runs, under the shard's lock, when the shard has
 // doubled since the last sweep or the sweep interval has passed, so idle
@@ -798,7 +906,7 @@ func (sh *memShard) sweep(now, every int64) {
 			continue
 		}
 		sub.mu.Lock()
-		if sub.expires <= now {
+		if sub.expiry() <= now {
 			sub.dead = true
 			t.slots[i].sub.Store(tombstone) // the hash stays: probes pass on
 			sh.live.Add(-1)
@@ -819,16 +927,14 @@ func (s *MemoryStore) Usage(ctx context.Context, subjects []string, since time.T
 		sh, h := s.locate(subject)
 		if sub := sh.get(h, subject); sub != nil {
 			sub.mu.Lock()
-			for _, series := range sub.usage {
-				for _, b := range series.buckets {
-					if b.start >= from {
-						points = append(points, UsagePoint{
-							Subject: subject, Route: series.route, Bucket: time.Unix(b.start, 0).UTC(),
-							Admitted: b.admitted, Rejected: b.rejected,
-						})
-					}
+			sub.eachUsage(func(e *usageEntry) {
+				if start := int64(e.bucket) * usageBucketSeconds; start >= from {
+					points = append(points, UsagePoint{
+						Subject: subject, Route: s.routes.name(e.route), Bucket: time.Unix(start, 0).UTC(),
+						Admitted: int64(e.admitted), Rejected: int64(e.rejected),
+					})
 				}
-			}
+			})
 			sub.mu.Unlock()
 		}
 	}

@@ -1,7 +1,8 @@
 package enforce
 
 // BenchmarkMemoryInterleavedParallel is BenchmarkMemoryInterleaved with
-// GOMAXPROCS goroutines per round: the memory store (AllowInto, usage off)
+// GOMAXPROCS goroutines per round: the memory store (AllowInto, usage and
+// metrics on, as the portal runs it)
 // beside golang.org/x/time/rate, hot key and 100,000 keys, in alternating
 // rounds, reporting medians. No figure is asserted.
 //
@@ -49,7 +50,7 @@ func BenchmarkMemoryInterleavedParallel(b *testing.B) {
 	const per = 200_000
 	workers := runtime.GOMAXPROCS(0)
 	subjects := benchSubjects()
-	store := NewMemoryStore(MemoryOptions{DisableUsage: true, MaxSubjects: benchMaxSubjects})
+	store := portalMemoryStore()
 	for _, s := range append(subjects, "key:hot") {
 		fillBucket(store, s)
 	}

@@ -43,45 +43,6 @@ func usageBucketStart(unixSeconds int64) int64 {
 	return unixSeconds - unixSeconds%width
 }
 
-// usageBucket is one bucket of a memory-store series.
-type usageBucket struct {
-	start    int64 // Unix seconds
-	admitted int64
-	rejected int64
-}
-
-// routeSeries is the memory store's usage of one subject on one route: the
-// buckets that saw traffic, oldest first, none older than UsageRetention.
-type routeSeries struct {
-	route   string
-	buckets []usageBucket
-}
-
-func (s *routeSeries) record(unixSeconds int64, allowed bool) {
-	start := usageBucketStart(unixSeconds)
-	n := len(s.buckets)
-	if n == 0 || s.buckets[n-1].start != start {
-		// Trim what fell out of retention before growing, so the slice
-		// stays bounded by the number of buckets in UsageRetention.
-		oldest := start - int64(UsageRetention/time.Second)
-		drop := 0
-		for drop < n && s.buckets[drop].start < oldest {
-			drop++
-		}
-		if drop > 0 {
-			n = copy(s.buckets, s.buckets[drop:])
-			s.buckets = s.buckets[:n]
-		}
-		s.buckets = append(s.buckets, usageBucket{start: start})
-		n++
-	}
-	if allowed {
-		s.buckets[n-1].admitted++
-	} else {
-		s.buckets[n-1].rejected++
-	}
-}
-
 // storeMetrics holds the optional Prometheus instruments of a store.
 type storeMetrics struct {
 	allowed  prometheus.Counter
