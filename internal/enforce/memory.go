@@ -152,17 +152,21 @@ func newSubjectTable(slots int) *subjectTable {
 // holds the size.) When its limits no longer hold state and its usage is
 // past UsageRetention, nothing of the subject matters (see expiry).
 type subjectState struct {
-	mu      sync.Mutex
-	dead    bool // swept out of its shard's table: look the subject up again
+	mu   sync.Mutex
+	dead bool // swept out of its shard's table: look the subject up again
+	// nlimits is how many limit states the subject holds, lim0 first, so
+	// that a decision on a one-limit plan does not read extra, whose
+	// cache line is not the state's (a miss on every decision over
+	// 100,000 subjects once their usage had spilled into it).
+	nlimits uint32
 	subject string
 	last    int64 // µs: the clock reading of the latest write
 	// guard is until when a limit is exhausted (µs): the latest decision
 	// found a layer with nothing remaining, so forgetting the subject
 	// before then would hand it a fresh budget early.
 	guard int64
-	// lim0 is the first limit's state, empty (a nil key) when the subject
-	// holds none; the others are in extra.limits, which is empty whenever
-	// lim0 is.
+	// lim0 is the first limit's state (when nlimits > 0); the others are
+	// in extra.limits.
 	lim0  limitState
 	extra *subjectExtra
 	use0  usageEntry // the latest usage entry; the older ones are in extra
@@ -186,15 +190,7 @@ func (sub *subjectState) more() *subjectExtra {
 }
 
 // numLimits is how many limit states sub holds; limitAt(i) is the i-th.
-func (sub *subjectState) numLimits() int {
-	switch {
-	case sub.lim0.key == nil:
-		return 0
-	case sub.extra == nil:
-		return 1
-	}
-	return 1 + len(sub.extra.limits)
-}
+func (sub *subjectState) numLimits() int { return int(sub.nlimits) }
 
 func (sub *subjectState) limitAt(i int) *limitState {
 	if i == 0 {
@@ -206,7 +202,8 @@ func (sub *subjectState) limitAt(i int) *limitState {
 // addLimit appends st to sub's limit states and returns where it is kept.
 // It may move the states after the first.
 func (sub *subjectState) addLimit(st limitState) *limitState {
-	if sub.lim0.key == nil {
+	sub.nlimits++
+	if sub.nlimits == 1 {
 		sub.lim0 = st
 		return &sub.lim0
 	}
@@ -520,6 +517,16 @@ func (s *MemoryStore) decideUncached(d *Decision, req Request, consume bool, lay
 func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) error {
 	// Scratch space: each layer's stored state (nil when it has none yet),
 	// verdict, and, for an admitting counter layer, state after consuming.
+	// Go zeroes it on every call, so a one-layer decision, the most common,
+	// gets room for one layer, not maxInlineLayers: 160 bytes to clear
+	// instead of 640.
+	if len(ps) == 1 {
+		var states [1]*limitState
+		var outs [1]layerOut
+		var next [1]counterState
+		var cur [1]layerState
+		return s.decideWith(d, &req, ps, keys, consume, layers, states[:], outs[:], next[:], cur[:])
+	}
 	var statesBuf [maxInlineLayers]*limitState
 	var outsBuf [maxInlineLayers]layerOut
 	var nextBuf [maxInlineLayers]counterState
@@ -529,12 +536,22 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		states, outs, next = make([]*limitState, len(ps)), make([]layerOut, len(ps)), make([]counterState, len(ps))
 		cur = make([]layerState, len(ps))
 	}
+	return s.decideWith(d, &req, ps, keys, consume, layers, states, outs, next, cur)
+}
 
+// decideWith is decideCompiled with its scratch space, one element per
+// layer at least.
+func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []limitKey, consume bool, layers []LayerResult,
+	states []*limitState, outs []layerOut, next []counterState, cur []layerState) error {
 	// The clock is read before the lock, which then guards nothing but the
 	// state itself.
 	now := s.clock()
 	anchor := anchorMicros(req.Anchor)
 	sh, h := s.locate(req.Subject)
+	var route uint32
+	if s.usage && consume {
+		route = s.routes.id(req.Route) // outside the subject's lock
+	}
 	var sub *subjectState
 	for {
 		sub = sh.get(h, req.Subject)
@@ -577,7 +594,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		if keys != nil {
 			key = &keys[i]
 		}
-		st := sub.find(key, req.Limits[i].Name, p, scopeOf(&req, i))
+		st := sub.find(key, req.Limits[i].Name, p, scopeOf(req, i))
 		states[i] = st
 		cur[i].of(st, p, now)
 		evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
@@ -587,8 +604,8 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		if allowed {
 			// A shadow layer over its limit keeps its rescaled state as
 			// after a rejection; before commit, which may move the states.
-			sub.keepRescaled(&req, ps, keys, states, cur, outs)
-			sub.commit(&req, ps, keys, states, next, outs, now)
+			sub.keepRescaled(req, ps, keys, states, cur, outs)
+			sub.commit(req, ps, keys, states, next, outs, now)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
@@ -597,10 +614,10 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 					evaluate(&cur[i], &ps[i], now, anchor, false, nil, &outs[i])
 				}
 			}
-			sub.keepRescaled(&req, ps, keys, states, cur, nil)
+			sub.keepRescaled(req, ps, keys, states, cur, nil)
 		}
 		if s.usage {
-			sub.recordUsage(s.routes.id(req.Route), now, allowed)
+			sub.recordUsage(route, now, allowed)
 		}
 		if sub != nil {
 			sub.last = max(sub.last, now)
@@ -764,6 +781,7 @@ func (sub *subjectState) dropStale(now int64) {
 	if sub.extra != nil {
 		sub.extra.limits = sub.extra.limits[:max(kept-1, 0)]
 	}
+	sub.nlimits = uint32(kept)
 }
 
 // keyOf is layer i's key in a cached limit set, or nil.

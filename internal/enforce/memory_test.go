@@ -340,6 +340,7 @@ func TestMemoryStoreDefaultClockFollowsTheWallClock(t *testing.T) {
 // holdUntil gives sub a fixed-window state that matters until end (µs).
 func holdUntil(sub *subjectState, end int64) {
 	sub.lim0 = limitState{key: &limitKey{name: "w", figures: figures{kind: kindFixedWindow, window: end, limit: 1}}, counter: counterState{count: 1, has: true}}
+	sub.nlimits = 1
 }
 
 func TestMemoryShardTable(t *testing.T) {
