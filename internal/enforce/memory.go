@@ -51,10 +51,11 @@ type MemoryOptions struct {
 	Registerer prometheus.Registerer
 }
 
-// DefaultMaxSubjects is MemoryOptions.MaxSubjects's default: some 25 MB
+// DefaultMaxSubjects is MemoryOptions.MaxSubjects's default: some 17 MB
 // of state and usage series for the demo's anonymous tiers
-// (BenchmarkMemoryStoreFlood: 24 MB after 100,000 new subjects, against
-// 44 MB and growing with the subjects before the bound).
+// (BenchmarkMemoryStoreFlood: 17 MB after 100,000 new subjects, 24 MB
+// before the subject state shrank to 128 bytes, and 44 MB and growing with
+// the subjects before the bound).
 const DefaultMaxSubjects = 50_000
 
 // MemoryStore is the single-instance Store: every algorithm's state in
@@ -148,7 +149,7 @@ func newSubjectTable(slots int) *subjectTable {
 // which is all a decision on a one-limit plan reads or writes. Its other
 // limits and older usage entries are in extra. (336 bytes before, with two
 // limits and a slice of usage series inline: BenchmarkMemoryBytesPerSubject
-// went from 491 to 177 bytes a subject, see memory_bench_test.go; a test
+// went from 491 to 162 bytes a subject, see memory_bench_test.go; a test
 // holds the size.) When its limits no longer hold state and its usage is
 // past UsageRetention, nothing of the subject matters (see expiry).
 type subjectState struct {
@@ -386,8 +387,9 @@ func (s *MemoryStore) Len() int {
 // bits: when both came from the low bits, every key of a shard shared those
 // bits, so a shard's keys started their probes on one slot in 64 of its
 // table and piled into long chains (100,000 subjects: 12.2 slots walked per
-// lookup on average, 45 at worst, against 0.31 and 17 now; see
-// TestMemoryStoreProbesStayShort). A shift of 64, with one shard, gives
+// lookup on average, 45 at worst, against 0.62 and 84 now in tables rebuilt
+// half full, or 0.31 and 17 when they were rebuilt a quarter full, at twice
+// the slots; see TestMemoryStoreProbesStayShort). A shift of 64, with one shard, gives
 // shard 0.
 func (s *MemoryStore) locate(subject string) (*memShard, uint64) {
 	h := maphash.String(s.seed, subject)
