@@ -25,6 +25,12 @@ package enforce
 //	hot key, parallel      1.56 (1.27 - 1.69)  1.46 (1.40 - 1.55)  1.62 (1.39 - 1.81)
 //	100k keys, parallel    1.91 (1.60 - 2.44)  1.61 (1.35 - 1.87)  1.35 (1.17 - 1.63)
 //
+// Three more runs of before and now later that evening, load average 2.5
+// to 4.5, medians of three (ranges): before 1.39 (1.28 - 1.67), 1.85
+// (1.53 - 2.35), 1.45 (1.40 - 1.54), 1.83 (1.59 - 2.17); now 1.33 (1.25 -
+// 1.44), 1.38 (1.36 - 1.71), 1.59 (1.38 - 1.81), 1.30 (1.16 - 1.56), in
+// the table's order.
+//
 // At that load absolute times moved fivefold between runs and one binary's
 // ratios by 2x, so only the 100,000-key columns moved beyond the noise;
 // the hot key did not, and the 1.0x of issue 17 is not reached in any
