@@ -31,7 +31,7 @@ package enforce
 // 1.44), 1.38 (1.36 - 1.71), 1.59 (1.38 - 1.81), 1.30 (1.16 - 1.56), in
 // the table's order.
 //
-// At that load absolute times moved fivefold between runs and one binary's
+// At load 11 to 20 absolute times moved fivefold between runs and one binary's
 // ratios by 2x, so only the 100,000-key columns moved beyond the noise;
 // the hot key did not, and the 1.0x of issue 17 is not reached in any
 // cell. Taken apart (pprof, and rounds of 50,000 decisions of each
