@@ -179,6 +179,10 @@ type subjectExtra struct {
 	limits []limitState // the second limit's state onwards
 	usage  []usageEntry // the usage entries before use0, oldest first
 	inline [1]limitState
+	// usageInline holds the first older usage entry, so that a subject's
+	// first new bucket costs one allocation, not two (128 bytes, a size
+	// class of its own, against 112).
+	usageInline [1]usageEntry
 }
 
 // more returns sub's extra, making it.
@@ -186,6 +190,7 @@ func (sub *subjectState) more() *subjectExtra {
 	if sub.extra == nil {
 		sub.extra = new(subjectExtra)
 		sub.extra.limits = sub.extra.inline[:0]
+		sub.extra.usage = sub.extra.usageInline[:0]
 	}
 	return sub.extra
 }
