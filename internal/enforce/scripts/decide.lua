@@ -234,11 +234,14 @@ end
 -- algorithm.go does, noting each in fixed.
 local function rescale()
   fixed = nil
+  local ps = pos
   for i = 1, n do
     local v = 8 * i - 8
-    local code = V[v + 1]
-    local p = pos and pos[i] or 2
-    if code ~= 'swl' and st[p + 1] ~= V[v + 7] then
+    local p = ps and ps[i] or 2
+    -- the figures first: they match but after an edit (a sliding log's p
+    -- is a key's, and its st[p + 1] whatever comes)
+    if st[p + 1] ~= V[v + 7] and V[v + 1] ~= 'swl' then
+      local code = V[v + 1]
       local fig, W, L = st[p + 1], V[v + 3], V[v + 2]
       local a, y0, z0 = tonumber(st[p]), tonumber(st[p + 2]), tonumber(st[p + 3])
       local old = ''
