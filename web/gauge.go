@@ -19,6 +19,8 @@ func gaugeOf(l enforce.LayerResult) views.Gauge {
 			burst = l.Limit.Limit
 		}
 		return views.Gauge{Kind: views.GaugeTokens, Of: burst, Left: min(left, burst)}
+	case enforce.Concurrency:
+		return views.Gauge{Kind: views.GaugeSlots, Of: l.Limit.Limit, Left: min(left, l.Limit.Limit)}
 	case enforce.LeakyBucket:
 		places := l.Limit.Burst + 1
 		return views.Gauge{Kind: views.GaugeQueue, Of: places, Left: min(left, places)}

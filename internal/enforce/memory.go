@@ -51,10 +51,11 @@ type MemoryOptions struct {
 	Registerer prometheus.Registerer
 }
 
-// DefaultMaxSubjects is MemoryOptions.MaxSubjects's default: some 25 MB
+// DefaultMaxSubjects is MemoryOptions.MaxSubjects's default: some 17 MB
 // of state and usage series for the demo's anonymous tiers
-// (BenchmarkMemoryStoreFlood: 24 MB after 100,000 new subjects, against
-// 44 MB and growing with the subjects before the bound).
+// (BenchmarkMemoryStoreFlood: 17 MB after 100,000 new subjects, 24 MB
+// before the subject state shrank to 128 bytes, and 44 MB and growing with
+// the subjects before the bound).
 const DefaultMaxSubjects = 50_000
 
 // MemoryStore is the single-instance Store: every algorithm's state in
@@ -78,6 +79,7 @@ type MemoryStore struct {
 	// in the shard's table starts from the low bits (see locate).
 	shardShift uint
 	sets       limitSetCache
+	routes     routeNames
 	sweepEvery int64 // µs
 	usage      bool
 	metrics    *storeMetrics
@@ -143,40 +145,153 @@ func newSubjectTable(slots int) *subjectTable {
 	return &subjectTable{mask: uint64(slots - 1), slots: make([]subjectSlot, slots)}
 }
 
-// subjectState is one subject's state, guarded by its own mutex. Its first
-// fields fill one cache line and the states of its first two limits (a
-// plan-wide limit and a route's tier) are stored inline, so a decision
-// touches one allocation.
+// subjectState is one subject's state, guarded by its own mutex: 128
+// bytes, so the allocator's 128-byte size class lays each one on exactly two
+// cache lines, holding the state of one limit and the latest usage entry,
+// which is all a decision on a one-limit plan reads or writes. Its other
+// limits and older usage entries are in extra. (336 bytes before, with two
+// limits and a slice of usage series inline: BenchmarkMemoryBytesPerSubject
+// went from 491 to 162 bytes a subject, see memory_bench_test.go; a test
+// holds the size.) When its limits no longer hold state and its usage is
+// past UsageRetention, nothing of the subject matters (see expiry).
 type subjectState struct {
-	mu      sync.Mutex
-	dead    bool // swept out of its shard's table: look the subject up again
-	hash    uint64
+	mu   sync.Mutex
+	dead bool // swept out of its shard's table: look the subject up again
+	// nlimits is how many limit states the subject holds, lim0 first, so
+	// that a decision on a one-limit plan does not read extra, whose
+	// cache line is not the state's (a miss on every decision over
+	// 100,000 subjects once their usage had spilled into it).
+	nlimits uint32
 	subject string
-	limits  []limitState
-	expires int64 // µs: when nothing of this subject matters any more
 	last    int64 // µs: the clock reading of the latest write
-	inline  [2]limitState
-	usage   []routeSeries
 	// guard is until when a limit is exhausted (µs): the latest decision
 	// found a layer with nothing remaining, so forgetting the subject
-	// before then would hand it a fresh budget early. It comes last, off
-	// the lines every decision reads: it is written only at a limit.
+	// before then would hand it a fresh budget early.
 	guard int64
+	// lim0 is the first limit's state (when nlimits > 0); the others are
+	// in extra.limits.
+	lim0  limitState
+	extra *subjectExtra
+	use0  usageEntry // the latest usage entry; the older ones are in extra
+}
+
+// subjectExtra is what a subject holds beyond one limit's state and one
+// usage entry: allocated by the first decision that needs it.
+type subjectExtra struct {
+	limits []limitState // the second limit's state onwards
+	usage  []usageEntry // the usage entries before use0, oldest first
+	inline [1]limitState
+	// usageInline holds the first older usage entry, so that a subject's
+	// first new bucket costs one allocation, not two (128 bytes, a size
+	// class of its own, against 112).
+	usageInline [1]usageEntry
+}
+
+// more returns sub's extra, making it.
+func (sub *subjectState) more() *subjectExtra {
+	if sub.extra == nil {
+		sub.extra = new(subjectExtra)
+		sub.extra.limits = sub.extra.inline[:0]
+		sub.extra.usage = sub.extra.usageInline[:0]
+	}
+	return sub.extra
+}
+
+// numLimits is how many limit states sub holds; limitAt(i) is the i-th.
+func (sub *subjectState) numLimits() int { return int(sub.nlimits) }
+
+func (sub *subjectState) limitAt(i int) *limitState {
+	if i == 0 {
+		return &sub.lim0
+	}
+	return &sub.extra.limits[i-1]
+}
+
+// addLimit appends st to sub's limit states and returns where it is kept.
+// It may move the states after the first.
+func (sub *subjectState) addLimit(st limitState) *limitState {
+	sub.nlimits++
+	if sub.nlimits == 1 {
+		sub.lim0 = st
+		return &sub.lim0
+	}
+	ex := sub.more()
+	ex.limits = append(ex.limits, st)
+	return &ex.limits[len(ex.limits)-1]
+}
+
+// held is when sub's last limit state expires (µs): past it only the usage
+// series is left. Call it under sub's lock.
+func (sub *subjectState) held() int64 {
+	var held int64
+	for i := range sub.numLimits() {
+		held = max(held, sub.limitAt(i).expiry())
+	}
+	return held
+}
+
+// expiry is when nothing of sub matters any more (µs): its limits hold no
+// state and its usage is past UsageRetention. It is computed when a sweep
+// asks, not kept up to date by every decision. Call it under sub's lock.
+func (sub *subjectState) expiry() int64 {
+	e := sub.held()
+	if !sub.use0.empty() {
+		e = max(e, sub.last+UsageRetention.Microseconds())
+	}
+	return e
 }
 
 // limitState is one limit's state. A limit edited to another window, limit
 // or burst keeps its state, rescaled to the new figures at its next admitted
 // request (see rescale), as in Redis; key holds the figures it was last
-// written under. The fields a decision reads come first.
+// written under.
 type limitState struct {
-	key     *limitKey
+	key *limitKey
+	// ext holds the scope of a PerKey limit's state and a sliding log's
+	// entries; nil for the state of any other limit shared by the whole
+	// subject, the common case, which so costs 8 bytes instead of 56.
+	ext     *limitExt
 	counter counterState
-	expires int64
+}
+
+type limitExt struct {
 	// scope is the Request.Key of a PerKey limit's state, "" for state
-	// shared by the whole subject; after the counter, which every decision
-	// reads, so the counter keeps its place beside the key.
+	// shared by the whole subject.
 	scope string
 	log   logRing
+}
+
+func (st *limitState) scope() string {
+	if st.ext == nil {
+		return ""
+	}
+	return st.ext.scope
+}
+
+// logRing is st's sliding log, or nil when it has none.
+func (st *limitState) logRing() *logRing {
+	if st.ext == nil {
+		return nil
+	}
+	return &st.ext.log
+}
+
+// expiry is when st no longer affects any decision (µs), computed from the
+// figures it was written under: a sliding log's newest entry leaves the
+// window, a window ends, a bucket is full again.
+func (st *limitState) expiry() int64 {
+	f := &st.key.figures
+	if f.kind == kindSlidingLog {
+		r := st.logRing()
+		if r == nil || len(r.entries) == 0 {
+			return 0
+		}
+		return r.entries[len(r.entries)-1].ts + f.window
+	}
+	if !st.counter.has {
+		return 0
+	}
+	return st.counter.expiresAt(&params{kind: f.kind, window: f.window})
 }
 
 // limitKey names a limit state and the figures it was written under. A
@@ -282,8 +397,9 @@ func (s *MemoryStore) Len() int {
 // bits: when both came from the low bits, every key of a shard shared those
 // bits, so a shard's keys started their probes on one slot in 64 of its
 // table and piled into long chains (100,000 subjects: 12.2 slots walked per
-// lookup on average, 45 at worst, against 0.31 and 17 now; see
-// TestMemoryStoreProbesStayShort). A shift of 64, with one shard, gives
+// lookup on average, 45 at worst, against 0.62 and 84 now in tables rebuilt
+// half full, or 0.31 and 17 when they were rebuilt a quarter full, at twice
+// the slots; see TestMemoryStoreProbesStayShort). A shift of 64, with one shard, gives
 // shard 0.
 func (s *MemoryStore) locate(subject string) (*memShard, uint64) {
 	h := maphash.String(s.seed, subject)
@@ -330,8 +446,7 @@ func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *ev
 	if 4*(sh.used+1) > 3*len(t.slots) {
 		t = sh.rebuild()
 	}
-	sub := &subjectState{hash: h, subject: subject, last: sh.sweptAt}
-	sub.limits = sub.inline[:0]
+	sub := &subjectState{subject: subject, last: sh.sweptAt}
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		slot := &t.slots[i]
 		old := slot.sub.Load()
@@ -354,7 +469,7 @@ func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *ev
 func (sh *memShard) rebuild() *subjectTable {
 	old := sh.table.Load()
 	n := minTableSlots
-	for n < 4*int(sh.live.Load()+1) {
+	for n < 2*int(sh.live.Load()+1) {
 		n <<= 1
 	}
 	t := newSubjectTable(n)
@@ -363,10 +478,11 @@ func (sh *memShard) rebuild() *subjectTable {
 		if sub == nil || sub == tombstone {
 			continue
 		}
-		for j := sub.hash & t.mask; ; j = (j + 1) & t.mask {
+		h := old.slots[i].hash.Load()
+		for j := h & t.mask; ; j = (j + 1) & t.mask {
 			if t.slots[j].sub.Load() == nil {
 				t.slots[j].sub.Store(sub)
-				t.slots[j].hash.Store(sub.hash)
+				t.slots[j].hash.Store(h)
 				break
 			}
 		}
@@ -413,6 +529,16 @@ func (s *MemoryStore) decideUncached(d *Decision, req Request, consume bool, lay
 func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) error {
 	// Scratch space: each layer's stored state (nil when it has none yet),
 	// verdict, and, for an admitting counter layer, state after consuming.
+	// Go zeroes it on every call, so a one-layer decision, the most common,
+	// gets room for one layer, not maxInlineLayers: 160 bytes to clear
+	// instead of 640.
+	if len(ps) == 1 {
+		var states [1]*limitState
+		var outs [1]layerOut
+		var next [1]counterState
+		var cur [1]layerState
+		return s.decideWith(d, &req, ps, keys, consume, layers, states[:], outs[:], next[:], cur[:])
+	}
 	var statesBuf [maxInlineLayers]*limitState
 	var outsBuf [maxInlineLayers]layerOut
 	var nextBuf [maxInlineLayers]counterState
@@ -422,12 +548,22 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		states, outs, next = make([]*limitState, len(ps)), make([]layerOut, len(ps)), make([]counterState, len(ps))
 		cur = make([]layerState, len(ps))
 	}
+	return s.decideWith(d, &req, ps, keys, consume, layers, states, outs, next, cur)
+}
 
+// decideWith is decideCompiled with its scratch space, one element per
+// layer at least.
+func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []limitKey, consume bool, layers []LayerResult,
+	states []*limitState, outs []layerOut, next []counterState, cur []layerState) error {
 	// The clock is read before the lock, which then guards nothing but the
 	// state itself.
 	now := s.clock()
 	anchor := anchorMicros(req.Anchor)
 	sh, h := s.locate(req.Subject)
+	var route uint32
+	if s.usage && consume {
+		route = s.routes.id(req.Route) // outside the subject's lock
+	}
 	var sub *subjectState
 	for {
 		sub = sh.get(h, req.Subject)
@@ -470,7 +606,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		if keys != nil {
 			key = &keys[i]
 		}
-		st := sub.find(key, req.Limits[i].Name, p, scopeOf(&req, i))
+		st := sub.find(key, req.Limits[i].Name, p, scopeOf(req, i))
 		states[i] = st
 		cur[i].of(st, p, now)
 		evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
@@ -480,8 +616,8 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		if allowed {
 			// A shadow layer over its limit keeps its rescaled state as
 			// after a rejection; before commit, which may move the states.
-			sub.keepRescaled(&req, ps, keys, states, cur, outs)
-			sub.commit(&req, ps, keys, states, next, outs, now)
+			sub.keepRescaled(req, ps, keys, states, cur, outs)
+			sub.commit(req, ps, keys, states, next, outs, now)
 		} else {
 			// All or nothing: the layers that would have admitted report
 			// their state untouched.
@@ -490,11 +626,10 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 					evaluate(&cur[i], &ps[i], now, anchor, false, nil, &outs[i])
 				}
 			}
-			sub.keepRescaled(&req, ps, keys, states, cur, nil)
+			sub.keepRescaled(req, ps, keys, states, cur, nil)
 		}
 		if s.usage {
-			sub.recordUsage(req.Route, now/int64(time.Second/time.Microsecond), allowed)
-			sub.expires = max(sub.expires, now+UsageRetention.Microseconds())
+			sub.recordUsage(route, now, allowed)
 		}
 		if sub != nil {
 			sub.last = max(sub.last, now)
@@ -575,7 +710,6 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 			st.refigure(key, &req.Limits[i], &ps[i])
 		}
 		st.consume(&ps[i], &next[i], now)
-		sub.expires = max(sub.expires, st.expires)
 	}
 	if !fresh {
 		return
@@ -594,10 +728,11 @@ func (sub *subjectState) commit(req *Request, ps []params, keys []limitKey, stat
 		} else {
 			key = new(newLimitKey(&req.Limits[i], p))
 		}
-		sub.limits = append(sub.limits, limitState{key: key, scope: scopeOf(req, i)})
-		st := &sub.limits[len(sub.limits)-1]
-		st.consume(p, &next[i], now)
-		sub.expires = max(sub.expires, st.expires)
+		st := limitState{key: key}
+		if scope := scopeOf(req, i); scope != "" {
+			st.ext = &limitExt{scope: scope}
+		}
+		sub.addLimit(st).consume(p, &next[i], now)
 	}
 }
 
@@ -616,10 +751,6 @@ func (sub *subjectState) keepRescaled(req *Request, ps []params, keys []limitKey
 		st.refigure(keyOf(keys, i), &req.Limits[i], p)
 		if c := cur[i].state(); p.kind != kindSlidingLog && c != nil {
 			st.counter = *c
-			if st.counter.has {
-				st.expires = max(st.expires, st.counter.expiresAt(p))
-				sub.expires = max(sub.expires, st.expires)
-			}
 		}
 	}
 }
@@ -636,24 +767,33 @@ func scopeOf(req *Request, i int) string {
 // consume writes an admitted layer's new state.
 func (st *limitState) consume(p *params, next *counterState, now int64) {
 	if p.kind == kindSlidingLog {
-		st.log.commit(now, p.window, p.cost)
-		st.expires = now + p.window
+		if st.ext == nil {
+			st.ext = new(limitExt)
+		}
+		st.ext.log.commit(now, p.window, p.cost)
 		return
 	}
 	st.counter = *next
-	st.expires = next.expiresAt(p)
 }
 
 // dropStale removes the limit states that no longer affect any decision.
 func (sub *subjectState) dropStale(now int64) {
-	kept := sub.limits[:0]
-	for _, st := range sub.limits {
-		if st.expires > now {
-			kept = append(kept, st)
+	n, kept := sub.numLimits(), 0
+	for i := range n {
+		if st := sub.limitAt(i); st.expiry() > now {
+			if kept != i {
+				*sub.limitAt(kept) = *st
+			}
+			kept++
 		}
 	}
-	clear(sub.limits[len(kept):])
-	sub.limits = kept
+	for i := kept; i < n; i++ {
+		*sub.limitAt(i) = limitState{}
+	}
+	if sub.extra != nil {
+		sub.extra.limits = sub.extra.limits[:max(kept-1, 0)]
+	}
+	sub.nlimits = uint32(kept)
 }
 
 // keyOf is layer i's key in a cached limit set, or nil.
@@ -677,7 +817,10 @@ func (st *limitState) refigure(key *limitKey, l *Limit, p *params) {
 		return
 	}
 	if st.key.kind != p.kind {
-		st.counter, st.log = counterState{}, logRing{}
+		st.counter = counterState{}
+		if st.ext != nil {
+			st.ext.log = logRing{}
+		}
 	}
 	if key == nil {
 		key = &limitKey{name: l.Name, figures: f}
@@ -714,11 +857,11 @@ func (ls *layerState) of(st *limitState, p *params, now int64) {
 	f := figuresOf(p)
 	switch {
 	case st.key.figures == f:
-		ls.counter, ls.log = &st.counter, &st.log
+		ls.counter, ls.log = &st.counter, st.logRing()
 	case st.key.kind != p.kind:
 		// another algorithm's state means nothing to this one
 	case p.kind == kindSlidingLog:
-		ls.log = &st.log // logged times mean the same under any window
+		ls.log = st.logRing() // logged times mean the same under any window
 	default:
 		ls.scaled, ls.rescaled = rescale(st.counter, st.key.figures, p, now), true
 	}
@@ -759,11 +902,12 @@ func (sub *subjectState) find(key *limitKey, name string, p *params, scope strin
 	if sub == nil {
 		return nil
 	}
-	for i := range sub.limits {
-		st := &sub.limits[i]
+	for i := range sub.numLimits() {
+		st := sub.limitAt(i)
 		// Most states are the subject's own (scope ""): a length test
 		// settles them without a string comparison.
-		inScope := len(st.scope) == len(scope) && (len(scope) == 0 || st.scope == scope)
+		stScope := st.scope()
+		inScope := len(stScope) == len(scope) && (len(scope) == 0 || stScope == scope)
 		if st.key == key {
 			if inScope {
 				return st
@@ -780,17 +924,6 @@ func (sub *subjectState) find(key *limitKey, name string, p *params, scope strin
 	return nil
 }
 
-func (sub *subjectState) recordUsage(route string, unixSeconds int64, allowed bool) {
-	for i := range sub.usage {
-		if sub.usage[i].route == route {
-			sub.usage[i].record(unixSeconds, allowed)
-			return
-		}
-	}
-	sub.usage = append(sub.usage, routeSeries{route: route})
-	sub.usage[len(sub.usage)-1].record(unixSeconds, allowed)
-}
-
 // sweep drops every subject whose state no longer matters, marking it dead
 // under its own lock. It runs, under the shard's lock, when the shard has
 // doubled since the last sweep or the sweep interval has passed, so idle
@@ -803,7 +936,7 @@ func (sh *memShard) sweep(now, every int64) {
 			continue
 		}
 		sub.mu.Lock()
-		if sub.expires <= now {
+		if sub.expiry() <= now {
 			sub.dead = true
 			t.slots[i].sub.Store(tombstone) // the hash stays: probes pass on
 			sh.live.Add(-1)
@@ -824,16 +957,14 @@ func (s *MemoryStore) Usage(ctx context.Context, subjects []string, since time.T
 		sh, h := s.locate(subject)
 		if sub := sh.get(h, subject); sub != nil {
 			sub.mu.Lock()
-			for _, series := range sub.usage {
-				for _, b := range series.buckets {
-					if b.start >= from {
-						points = append(points, UsagePoint{
-							Subject: subject, Route: series.route, Bucket: time.Unix(b.start, 0).UTC(),
-							Admitted: b.admitted, Rejected: b.rejected,
-						})
-					}
+			sub.eachUsage(func(e *usageEntry) {
+				if start := int64(e.bucket) * usageBucketSeconds; start >= from {
+					points = append(points, UsagePoint{
+						Subject: subject, Route: s.routes.name(e.route), Bucket: time.Unix(start, 0).UTC(),
+						Admitted: int64(e.admitted), Rejected: int64(e.rejected),
+					})
 				}
-			}
+			})
 			sub.mu.Unlock()
 		}
 	}

@@ -51,17 +51,6 @@ func (m *evictionMetrics) add(reason string, n int) {
 	}
 }
 
-// held is when sub's last limit state expires (µs): past it only the usage
-// series is left. Computed here, at eviction, rather than kept up to date by
-// every decision. Call it under sub's lock.
-func (sub *subjectState) held() int64 {
-	var held int64
-	for i := range sub.limits {
-		held = max(held, sub.limits[i].expires)
-	}
-	return held
-}
-
 // evictCandidate is a live subject of a full shard, with what orders it.
 type evictCandidate struct {
 	slot  int

@@ -62,8 +62,10 @@ func (s *MemoryStore) adjust(ctx context.Context, req Request, units int64) (Lay
 	st := sub.find(nil, req.Limits[0].Name, &p, scope)
 	if st == nil {
 		sub.dropStale(now)
-		sub.limits = append(sub.limits, limitState{key: &limitKey{name: req.Limits[0].Name, figures: figuresOf(&p)}, scope: scope})
-		st = &sub.limits[len(sub.limits)-1]
+		st = sub.addLimit(limitState{key: &limitKey{name: req.Limits[0].Name, figures: figuresOf(&p)}})
+		if scope != "" {
+			st.ext = &limitExt{scope: scope}
+		}
 	}
 	count := int64(0)
 	if st.key.figures == figuresOf(&p) && st.counter.has && st.counter.idx == start {
@@ -76,8 +78,6 @@ func (s *MemoryStore) adjust(ctx context.Context, req Request, units int64) (Lay
 	}
 	st.key = &limitKey{name: req.Limits[0].Name, figures: figuresOf(&p)}
 	st.counter = counterState{idx: start, count: count, has: true}
-	st.expires = max(st.expires, st.counter.expiresAt(&p))
-	sub.expires = max(sub.expires, st.expires)
 	sub.last = max(sub.last, now)
 	sub.mu.Unlock()
 	d, err := s.Peek(ctx, req)

@@ -19,7 +19,9 @@ import (
 // free of the client and the network. With SCRIPT_AB=<file.lua>, a former
 // version of the script taking the same arguments (git show
 // <commit>:internal/enforce/scripts/decide.lua), the two alternate call by
-// call on the same state and both medians are reported.
+// call on the same state and both medians are reported. Times move with the
+// machine's load; testdata/count_decide.lua counts the script's Lua
+// instructions per decision on the same batches, which do not.
 func BenchmarkRedisScriptBatch(b *testing.B) {
 	for _, cfg := range []struct {
 		name   string

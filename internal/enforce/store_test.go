@@ -147,6 +147,7 @@ func storeCases() []storeCase {
 	lbReject.Mode = ModeReject
 	small := Limit{Name: "small", Algorithm: FixedWindow, Limit: 1, Window: 10 * time.Second}
 	big := Limit{Name: "big", Algorithm: TokenBucket, Limit: 10, Window: 10 * time.Second}
+	pair := Limit{Name: "pair", Algorithm: FixedWindow, Limit: 2, Window: 10 * time.Second}
 	tbCost := Limit{Name: "cost", Algorithm: TokenBucket, Limit: 10, Window: time.Second, Cost: 4}
 	fwCost := Limit{Name: "fwcost", Algorithm: FixedWindow, Limit: 10, Window: time.Minute, Cost: 3}
 	shadowFW := Limit{Name: "dark", Algorithm: FixedWindow, Limit: 1, Window: 10 * time.Second, Mode: ModeShadow}
@@ -268,6 +269,19 @@ func storeCases() []storeCase {
 				{at: 0, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}, {true, 9, time.Second, 0}}},
 				{at: 0, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}, {true, 9, time.Second, 0}}},
 				{at: 0, peek: true, layers: []wantLayer{{false, 0, 10 * time.Second, 10 * time.Second}, {true, 9, time.Second, 0}}},
+			},
+		},
+		{
+			// A queueing layer's delay beside counters decided in one pass
+			// (decide.lua's path for several counter limits): reported when
+			// every layer admits, 0 and nothing consumed when one rejects.
+			name:   "QueueDelayBesideOtherLayers",
+			limits: []Limit{lbQueue, big, pair},
+			steps: []step{
+				{at: 0, allowed: true, layers: []wantLayer{{true, 2, 500 * ms, 0}, {true, 9, time.Second, 0}, {true, 1, 10 * time.Second, 0}}},
+				{at: 0, allowed: true, delay: 500 * ms, layers: []wantLayer{{true, 1, time.Second, 0}, {true, 8, 2 * time.Second, 0}, {true, 0, 10 * time.Second, 0}}},
+				{at: 0, layers: []wantLayer{{true, 1, time.Second, 0}, {true, 8, 2 * time.Second, 0}, {false, 0, 10 * time.Second, 10 * time.Second}}},
+				{at: 10 * time.Second, allowed: true, layers: []wantLayer{{true, 2, 500 * ms, 0}, {true, 9, time.Second, 0}, {true, 1, 10 * time.Second, 0}}},
 			},
 		},
 		{

@@ -1,0 +1,84 @@
+package enforce
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestMemoryUsageKeepsItsRetention: a subject busy on two routes for 80
+// minutes, a decision every 5 seconds alternating between them, keeps one
+// entry per route and bucket, exact, and none older than UsageRetention.
+func TestMemoryUsageKeepsItsRetention(t *testing.T) {
+	clock := newFakeClock()
+	store := NewMemoryStore(MemoryOptions{Now: clock.Now})
+	limits := []Limit{{Name: "l", Algorithm: FixedWindow, Limit: 1 << 40, Window: time.Minute}}
+	ctx := context.Background()
+	const span, step = 80 * time.Minute, 5 * time.Second
+	routes := []string{"GET /a", "GET /b"}
+	for at, i := time.Duration(0), 0; at < span; at, i = at+step, i+1 {
+		clock.Set(epoch.Add(at))
+		if _, err := store.Allow(ctx, Request{Subject: "key:1", Route: routes[i%2], Limits: limits}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := store.Usage(ctx, []string{"key:1"}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each 10-second bucket saw one decision on each route.
+	last := epoch.Add(span - step).Truncate(UsageBucket)
+	oldest := last.Add(-UsageRetention)
+	buckets := map[string]int{}
+	for _, p := range got {
+		if p.Admitted != 1 || p.Rejected != 0 {
+			t.Errorf("%s %s: admitted %d rejected %d, want 1 0", p.Route, p.Bucket, p.Admitted, p.Rejected)
+		}
+		if p.Bucket.Before(oldest) {
+			t.Errorf("%s %s: older than the retention (oldest kept %s)", p.Route, p.Bucket, oldest)
+		}
+		buckets[p.Route]++
+	}
+	want := int(UsageRetention/UsageBucket) + 1 // the retention and the bucket under way
+	for _, r := range routes {
+		if buckets[r] < want-1 || buckets[r] > want {
+			t.Errorf("route %s: %d buckets kept, want %d (or one fewer, trimmed as the bucket turned)", r, buckets[r], want)
+		}
+	}
+}
+
+// TestMemoryUsageRoutesStayBounded: routes beyond maxUsageRoutes (a
+// gateway can pass any) are counted together under otherRoutes rather than
+// each interned.
+func TestMemoryUsageRoutesStayBounded(t *testing.T) {
+	store := NewMemoryStore(MemoryOptions{MaxSubjects: 2 * maxUsageRoutes})
+	limits := []Limit{{Name: "l", Algorithm: FixedWindow, Limit: 1 << 40, Window: time.Hour}}
+	ctx := context.Background()
+	n := maxUsageRoutes + 10
+	for i := range n {
+		req := Request{Subject: "key:" + strconv.Itoa(i), Route: "GET /r" + strconv.Itoa(i), Limits: limits}
+		if _, err := store.Allow(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(store.routes.names); got != maxUsageRoutes {
+		t.Errorf("%d routes interned, want %d", got, maxUsageRoutes)
+	}
+	for _, tc := range []struct {
+		subject, route string
+	}{
+		{"key:0", "GET /r0"},
+		{"key:" + strconv.Itoa(maxUsageRoutes-2), "GET /r" + strconv.Itoa(maxUsageRoutes-2)},
+		{"key:" + strconv.Itoa(maxUsageRoutes-1), otherRoutes},
+		{"key:" + strconv.Itoa(n-1), otherRoutes},
+	} {
+		got, err := store.Usage(ctx, []string{tc.subject}, time.Now().Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Route != tc.route || got[0].Admitted != 1 {
+			t.Errorf("Usage(%s) = %+v, want one point on %q", tc.subject, got, tc.route)
+		}
+	}
+}
