@@ -209,17 +209,28 @@ package enforce
 // before a batch is cut the batches shrank from 27 to 16 - 21 decisions and
 // nothing got faster, so it stays.
 //
-// End to end, scripts/bench.sh BASELINE=main STORES=redis ROUNDS=4 (load
-// 5.5 - 9.3): the portal's CPU per request of the limited anonymous route
-// 0.91x main's (0.87 - 0.99 over the rounds, 32.5 against 35.6 us), CPU
-// share 54 % against 46 %; with an API key 1.00x (0.98 - 1.00), 60 %
-// against 51 %. The unlimited twins, which do not touch the store, came
-// out at 1.05x and 1.13x, which is the noise to read these against. The
-// 70 % target is not met: of the portal's profile under wrk, the pipeline
-// worker is about 3 us per request (batches of about 7 there; most of it
-// go-redis's command path and the write and read system calls), the rest of
-// the difference the scheduler's parking and waking of the handlers, the
-// worker and net/http's background reader.
+// The same with today's script on both sides (this branch merged with
+// main, against main at 6c8b644 alternating, five runs each, load 3.0 -
+// 3.2): store / redis_rate 1.76 - 3.81, med 3.40 (main) against 2.65 -
+// 5.29, med 3.79; p99 1.9 - 4.2, med 3.5 ms against 1.3 - 4.6, med 2.2 ms;
+// store decisions/s, med 122k against 116k. redis_rate's own rate moved
+// from 104k to 34k between runs, which is most of the ratios' spread.
+//
+// End to end, scripts/bench.sh BASELINE=main STORES=redis ROUNDS=4, this
+// branch merged with main against main (1dababa), load 3.1 - 4.6: the
+// portal's CPU per request of the limited route 0.97x main's with an
+// anonymous caller (0.91 - 1.05 over the rounds, 35.7 against 38.9 us) and
+// 0.96x with an API key (0.89 - 0.98, 38.3 against 39.3); the unlimited
+// twins, which never reach the store, came out at 0.85x and 0.99x, which is
+// the noise to read these against. CPU share 47 % (main 53 %) anonymous,
+// 52 % (50 %) with a key: the 70 % target is not met. An earlier run
+// against main at 6c8b644 (load 5.5 - 9.3) gave 0.91x (0.87 - 0.99) and
+// 1.00x (0.98 - 1.00). Of the portal's profile under wrk, the pipeline
+// worker is about 3 us per limited request (batches of about 7 there;
+// mostly go-redis's command path and the write and read system calls); the
+// rest of the difference is the scheduler parking and waking the handlers,
+// the worker and net/http's background reader, which this code does not
+// reach.
 
 import (
 	"context"
