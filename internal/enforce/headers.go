@@ -21,7 +21,9 @@ const (
 	// mode is local and this instance's own counters decided (every
 	// rate-limit header kept, describing the local figures), or
 	// "store-unavailable" when the failure mode is open and the request was
-	// admitted without a decision.
+	// admitted without a decision, or "region-share" when a region in sync
+	// mode held to its own share of each limit because a peer region was
+	// unreachable (the headers describe the share).
 	HeaderStoreDegraded = "Sluice-RateLimit-Degraded"
 	// HeaderQueueDelay is set when the request waited its turn in a queue-mode
 	// tier before the handler ran (or, for an asynchronous handler, when its

@@ -161,6 +161,12 @@ type Decision struct {
 	// (each limit divided by the instance count), and the middleware marks
 	// the response with HeaderStoreDegraded "local".
 	Local bool
+	// RegionShare is true when a region in sync mode decided on its own
+	// share of each limit because a peer region is unreachable (or the
+	// subject's consumption could not wait for publication): the layers
+	// describe the share, and the middleware marks the response with
+	// HeaderStoreDegraded "region-share".
+	RegionShare bool
 }
 
 // LayerResult is one limit's part of a Decision.

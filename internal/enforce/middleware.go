@@ -270,6 +270,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		// Decided on this instance's own counters while Redis is
 		// unreachable: the headers describe those figures.
 		h.Set(HeaderStoreDegraded, "local")
+	} else if d.RegionShare {
+		h.Set(HeaderStoreDegraded, "region-share")
 	}
 	st.decision = d
 

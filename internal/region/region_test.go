@@ -3,6 +3,9 @@ package region_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -472,5 +475,65 @@ func TestSyncHoldsSubjectsBeyondThePendingTableToTheShare(t *testing.T) {
 	}
 	if st := s.Status(); st.Overflow != 1 || st.Admitted != 2 || st.Peers[0].Published != 1 {
 		t.Errorf("status %+v, want one overflow, 2 admitted, 1 published", st)
+	}
+}
+
+// anonResolver gives every caller the one limit of a region test.
+type anonResolver struct{ l enforce.Limit }
+
+func (anonResolver) ResolveKey(string) (enforce.Caller, error) {
+	return enforce.Caller{}, enforce.ErrInvalidKey
+}
+
+func (r anonResolver) Anonymous(netip.Addr) enforce.Caller {
+	return enforce.Caller{Subject: "ip:client", Plan: "anonymous", Limits: []enforce.Limit{r.l}}
+}
+
+// TestSyncMarksShareDecidedResponses: while a peer is cut off, a sync
+// region decides on its share, and the response says so
+// (Sluice-RateLimit-Degraded: region-share) with the share's figures;
+// linked, before and after, it carries no mark.
+func TestSyncMarksShareDecidedResponses(t *testing.T) {
+	weights := []region.Weight{{Name: "eu", Weight: 1}, {Name: "us", Weight: 1}}
+	c := newCluster(t, region.Sync, weights)
+	eu := c.regions[0]
+	mw := enforce.NewMiddleware(eu.store, anonResolver{limitFor(enforce.FixedWindow)}, enforce.MiddlewareOptions{Now: c.clock.now})
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/items/{id}", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	get := func() http.Header {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("GET", "/api/items/1", nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d, want 200", w.Code)
+		}
+		return w.Header()
+	}
+	syncUntil := func(degraded bool) {
+		for range 20 {
+			c.sync()
+			if eu.store.Status().Degraded == degraded {
+				return
+			}
+		}
+		t.Fatalf("eu degraded %v after 20 sync rounds, want %v", !degraded, degraded)
+	}
+
+	syncUntil(false)
+	if h := get(); h.Get(enforce.HeaderStoreDegraded) != "" || h.Get("X-RateLimit-Limit") != "100" {
+		t.Errorf("linked: degraded %q, limit %q; want no mark and the whole limit, 100", h.Get(enforce.HeaderStoreDegraded), h.Get("X-RateLimit-Limit"))
+	}
+	for _, p := range eu.proxies {
+		p.cutOff()
+	}
+	syncUntil(true)
+	if h := get(); h.Get(enforce.HeaderStoreDegraded) != "region-share" || h.Get("X-RateLimit-Limit") != "50" {
+		t.Errorf("cut off: degraded %q, limit %q; want region-share and eu's share, 50", h.Get(enforce.HeaderStoreDegraded), h.Get("X-RateLimit-Limit"))
+	}
+	for _, p := range eu.proxies {
+		p.restore()
+	}
+	syncUntil(false)
+	if h := get(); h.Get(enforce.HeaderStoreDegraded) != "" {
+		t.Errorf("link back: degraded %q, want no mark", h.Get(enforce.HeaderStoreDegraded))
 	}
 }

@@ -198,6 +198,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool, c
 	)
 	if !publish || s.degraded.Load() {
 		d, err = s.fallback(ctx, req, call)
+		d.RegionShare = err == nil
 	} else {
 		d, err = call(ctx, req)
 	}
