@@ -214,7 +214,7 @@ package enforce
 // 3.2): store / redis_rate 1.76 - 3.81, med 3.40 (main) against 2.65 -
 // 5.29, med 3.79; p99 1.9 - 4.2, med 3.5 ms against 1.3 - 4.6, med 2.2 ms;
 // store decisions/s, med 122k against 116k. redis_rate's own rate moved
-// from 104k to 34k between runs, which is most of the ratios' spread.
+// from 103k to 34k between runs, which is most of the ratios' spread.
 //
 // End to end, scripts/bench.sh BASELINE=main STORES=redis ROUNDS=4, this
 // branch merged with main against main (1dababa), load 3.1 - 4.6: the
