@@ -64,7 +64,7 @@ func BenchmarkRedisScriptBatch(b *testing.B) {
 					calls[j] = c
 				}
 				store.sha = shas[max(0, i)%len(shas)]
-				if err := store.evalSha(ctx, client, w, calls).Err(); err != nil {
+				if err := store.evalSha(ctx, client, w, calls, false).Err(); err != nil {
 					b.Fatal(err)
 				}
 				for _, c := range calls {
