@@ -72,13 +72,8 @@ func (s *Server) developersList(w http.ResponseWriter, r *http.Request) {
 // developerSetPlan moves a developer (and every key without a plan of its
 // own) to another plan, and records it in the audit log.
 func (s *Server) developerSetPlan(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()

@@ -95,13 +95,8 @@ func (s *Server) keyIssue(w http.ResponseWriter, r *http.Request) {
 // keyRotate issues a new secret for any key, keeping the previous one for
 // the chosen grace, and shows the secret once to the operator.
 func (s *Server) keyRotate(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	secs, err := strconv.ParseInt(r.PostFormValue("grace_seconds"), 10, 64)
@@ -148,19 +143,14 @@ func (s *Server) keySecretShow(w http.ResponseWriter, r *http.Request) {
 
 // keySetExpiry sets, moves or removes a key's expiry.
 func (s *Server) keySetExpiry(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	typed := strings.TrimSpace(r.PostFormValue("expires"))
 	at, msg := expiryDay(typed)
 	if msg == "" {
-		_, err = s.deps.Keys.SetExpiry(r.Context(), s.actor(r), id, at)
+		_, err := s.deps.Keys.SetExpiry(r.Context(), s.actor(r), id, at)
 		var ve *plans.ValidationError
 		switch {
 		case errors.As(err, &ve):

@@ -54,13 +54,8 @@ func (s *Server) keyShow(w http.ResponseWriter, r *http.Request) {
 
 // keySetPlan gives the key a plan of its own, or returns it to its owner's.
 func (s *Server) keySetPlan(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	planID, perr := formPlanID(r)
@@ -76,6 +71,7 @@ func (s *Server) keySetPlan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var err error
 	if perr == nil {
 		_, err = s.deps.Keys.SetPlan(r.Context(), s.actor(r), id, planID)
 		if err == nil {
@@ -116,13 +112,8 @@ func formPlanID(r *http.Request) (*int64, error) {
 
 // keySetOverride adds an override, or replaces the one with the same name.
 func (s *Server) keySetOverride(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
@@ -147,13 +138,8 @@ func (s *Server) keySetOverride(w http.ResponseWriter, r *http.Request) {
 
 // keyDeleteOverride removes the named override.
 func (s *Server) keyDeleteOverride(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()

@@ -173,13 +173,8 @@ func (s *Server) operatorRemove(w http.ResponseWriter, r *http.Request) {
 // operator is signed out of the dashboard.
 func (s *Server) operatorChange(w http.ResponseWriter, r *http.Request, action, done string,
 	change func(*users.Repo, context.Context, int64) (users.User, error)) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	me, _ := s.currentUser(r)
@@ -191,7 +186,7 @@ func (s *Server) operatorChange(w http.ResponseWriter, r *http.Request, action, 
 	}
 	actor := s.actor(r)
 	var before users.User
-	err = pgx.BeginFunc(r.Context(), s.deps.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(r.Context(), s.deps.Pool, func(tx pgx.Tx) error {
 		var err error
 		repo := users.NewRepo(tx)
 		if before, err = repo.ByID(r.Context(), id); err != nil {

@@ -15,17 +15,12 @@ func (s *Server) planArchive(w http.ResponseWriter, r *http.Request) { s.planSet
 func (s *Server) planRestore(w http.ResponseWriter, r *http.Request) { s.planSetArchived(w, r, false) }
 
 func (s *Server) planSetArchived(w http.ResponseWriter, r *http.Request, archived bool) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	version, _ := strconv.Atoi(r.PostFormValue("version"))
-	_, err = s.deps.Plans.SetArchived(r.Context(), s.actor(r), id, version, archived)
+	_, err := s.deps.Plans.SetArchived(r.Context(), s.actor(r), id, version, archived)
 	var ve *plans.ValidationError
 	switch {
 	case err == nil:

@@ -15,13 +15,8 @@ const maxHoldersShown = 20
 // planDelete deletes a plan no one holds; while developers or live keys
 // are on it, the plan page says which, so the operator can move them first.
 func (s *Server) planDelete(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()

@@ -89,13 +89,8 @@ func (s *Server) planShow(w http.ResponseWriter, r *http.Request) {
 // planUpdate saves the plan's own fields, keeping its tiers as they were
 // when the form was rendered (the version check guarantees that).
 func (s *Server) planUpdate(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()

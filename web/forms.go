@@ -121,3 +121,19 @@ func pathID(r *http.Request, name string) (int64, error) {
 	}
 	return id, nil
 }
+
+// postedID is the start of every POST to a record's own path: its {id}
+// (a 404 when it is not one) and the parsed form. It answers the error
+// itself and returns false when the handler should stop.
+func (s *Server) postedID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		s.error(w, r, err)
+		return 0, false
+	}
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return 0, false
+	}
+	return id, true
+}

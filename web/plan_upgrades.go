@@ -114,13 +114,8 @@ func (s *Server) renderUpgrades(w http.ResponseWriter, r *http.Request, status i
 // upgradeDecide approves (the developer moves to the plan at once) or
 // refuses a request, with the operator's note.
 func (s *Server) upgradeDecide(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	var approve bool
