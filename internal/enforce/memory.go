@@ -604,7 +604,10 @@ func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []
 		// The common case, a plan of one counter limit whose state is the
 		// subject's first, found by its key's pointer and written under the
 		// same figures: none of find, rescaling, commit's checks or a
-		// rejection's second pass applies.
+		// rejection's second pass applies. Skipping them took the hot key
+		// from 1.29x x/time/rate's time to 1.09x serially and from 1.43x to
+		// 1.27x in parallel (BenchmarkMemoryInterleaved*, medians of four
+		// alternating runs, 2026-12-02); 100,000 keys did not move.
 		cur[0].counter = &st.counter
 		evaluate(&cur[0], &ps[0], now, anchor, true, &next[0], &outs[0])
 		allowed = outs[0].allowed || ps[0].shadow
