@@ -600,34 +600,38 @@ func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []
 		now = s.clock()
 	}
 	allowed := true
-	for i := range ps {
-		p := &ps[i]
-		var key *limitKey
-		if keys != nil {
-			key = &keys[i]
+	if st := sub.onlyCounter(req, ps, keys); consume && st != nil {
+		// The common case, a plan of one counter limit whose state is the
+		// subject's first, found by its key's pointer and written under the
+		// same figures: none of find, rescaling, commit's checks or a
+		// rejection's second pass applies. Skipping them took the hot key
+		// from 1.29x x/time/rate's time to 1.09x serially and from 1.43x to
+		// 1.27x in parallel (BenchmarkMemoryInterleaved*, medians of four
+		// alternating runs, 2026-12-02); 100,000 keys did not move.
+		cur[0].counter = &st.counter
+		evaluate(&cur[0], &ps[0], now, anchor, true, &next[0], &outs[0])
+		allowed = outs[0].allowed || ps[0].shadow
+		if outs[0].allowed {
+			st.counter = next[0]
 		}
-		st := sub.find(key, req.Limits[i].Name, p, scopeOf(req, i))
-		states[i] = st
-		cur[i].of(st, p, now)
-		evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
-		allowed = allowed && (outs[i].allowed || p.shadow)
+	} else {
+		for i := range ps {
+			p := &ps[i]
+			var key *limitKey
+			if keys != nil {
+				key = &keys[i]
+			}
+			st := sub.find(key, req.Limits[i].Name, p, scopeOf(req, i))
+			states[i] = st
+			cur[i].of(st, p, now)
+			evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
+			allowed = allowed && (outs[i].allowed || p.shadow)
+		}
+		if consume {
+			sub.settle(req, ps, keys, states, cur, next, outs, now, anchor, allowed)
+		}
 	}
 	if consume {
-		if allowed {
-			// A shadow layer over its limit keeps its rescaled state as
-			// after a rejection; before commit, which may move the states.
-			sub.keepRescaled(req, ps, keys, states, cur, outs)
-			sub.commit(req, ps, keys, states, next, outs, now)
-		} else {
-			// All or nothing: the layers that would have admitted report
-			// their state untouched.
-			for i := range ps {
-				if outs[i].allowed {
-					evaluate(&cur[i], &ps[i], now, anchor, false, nil, &outs[i])
-				}
-			}
-			sub.keepRescaled(req, ps, keys, states, cur, nil)
-		}
 		if s.usage {
 			sub.recordUsage(route, now, allowed)
 		}
@@ -670,6 +674,44 @@ func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []
 	}
 	s.metrics.count(allowed)
 	return nil
+}
+
+// onlyCounter returns the state a decision on a one-limit plan reads and
+// writes when none of the general path's cases arise: the limit set is
+// cached, its limit is a counter (not a sliding log) shared by the whole
+// subject, and the subject's first state is the limit's, written under the
+// same set's key. Otherwise, or when sub is nil, it returns nil.
+func (sub *subjectState) onlyCounter(req *Request, ps []params, keys []limitKey) *limitState {
+	if sub == nil || len(ps) != 1 || keys == nil || sub.nlimits == 0 {
+		return nil
+	}
+	st := &sub.lim0
+	if st.key != &keys[0] || st.ext != nil || ps[0].kind == kindSlidingLog || req.Limits[0].PerKey {
+		return nil
+	}
+	return st
+}
+
+// settle writes what the general path decided: every layer's consumed state
+// when the request is admitted, else only the states a rejection rescaled.
+// sub may be nil only when nothing was admitted.
+func (sub *subjectState) settle(req *Request, ps []params, keys []limitKey, states []*limitState, cur []layerState,
+	next []counterState, outs []layerOut, now, anchor int64, allowed bool) {
+	if allowed {
+		// A shadow layer over its limit keeps its rescaled state as after
+		// a rejection; before commit, which may move the states.
+		sub.keepRescaled(req, ps, keys, states, cur, outs)
+		sub.commit(req, ps, keys, states, next, outs, now)
+		return
+	}
+	// All or nothing: the layers that would have admitted report their
+	// state untouched.
+	for i := range ps {
+		if outs[i].allowed {
+			evaluate(&cur[i], &ps[i], now, anchor, false, nil, &outs[i])
+		}
+	}
+	sub.keepRescaled(req, ps, keys, states, cur, nil)
 }
 
 // admitsFresh reports whether a subject with no state would be admitted by

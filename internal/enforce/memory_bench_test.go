@@ -44,6 +44,46 @@ package enforce
 // 150: the table slot and the subject's state are two dependent cache
 // misses that a longer decision cannot overlap with the next one's.
 //
+// 2026-12-02, issue 17 item 2, second pass, the same 2-core Intel Xeon at
+// load average 2.9 to 4.6: test binaries of the code before the pass and
+// after it alternated, four runs each of both benchmarks at -benchtime 20x;
+// each cell is the median over the four runs of the run's median ratio, the
+// range in brackets:
+//
+//	store / x/time/rate    before              after
+//	hot key, serial        1.29 (1.28 - 1.32)  1.09 (1.07 - 1.10)
+//	100k keys, serial      1.35 (1.34 - 1.43)  1.34 (1.30 - 1.36)
+//	hot key, parallel      1.43 (1.42 - 1.52)  1.27 (1.24 - 1.34)
+//	100k keys, parallel    1.45 (1.43 - 1.47)  1.46 (1.39 - 1.54)
+//
+// What moved the hot key: a one-limit counter plan whose state is the
+// subject's first (found by its key's pointer, under the same figures)
+// skips find, rescaling, commit's checks and a rejection's second pass
+// (decideWith). Tried and dropped, each against that code in alternating
+// runs: (1) the subject state's fields reordered so that the first cache
+// line holds only what a lookup reads (the subject, the limit's key) and the
+// second the lock and everything a decision writes (counter, usage entry),
+// with last and guard written only when they advance: hot key in parallel
+// 1.23 against 1.26 (medians of three runs), but 100,000 keys serially
+// 1.42 - 1.49 against 1.33 - 1.38: the lock's compare-and-swap then waits
+// for a second missing line that the subject's comparison no longer brought
+// in. (2) No
+// decision counter at all, to bound what a per-P plain increment could buy:
+// hot key serially 1.03 - 1.07 against 1.07 - 1.10, nothing elsewhere, so
+// the striped atomic counter stays. (3) The request passed by pointer
+// from decide down, not copied twice: within the noise (three runs, hot key
+// serially 1.08 - 1.24 against 1.07 - 1.18). The hash is already maphash with a
+// per-store seed (5.5 % of the hot key's profile in parallel); a weaker
+// hand-rolled one would trade the table's resistance to chosen subjects for
+// a few ns. Where the rest goes (pprof): reading the clock is 10 % (100,000
+// keys) to 25 % (hot key, parallel) of the store's time, and x/time/rate
+// pays it twice; over 100,000 keys the load of the table slot's hash is 26 %
+// and the subject comparison, the first touch of the state, 13 %: the
+// 4 MB of slots (tables under half full) and 12.8 MB of states are out of
+// the 2 MB L2. Reaching 1.0x there needs the state found in one miss (the
+// key's hash beside the state's first fields), a change of the index, not
+// of the decision.
+//
 // Figures of 2026-11-30, second session, on a quiet 2-core machine (AMD
 // EPYC), medians of rounds, ranges over three runs:
 //

@@ -573,3 +573,35 @@ func TestSubjectStateFitsTwoCacheLines(t *testing.T) {
 		t.Errorf("usageEntry is %d bytes, want 16", got)
 	}
 }
+
+// TestMemoryStorePerKeyScopesOnTheFastPath: a PerKey limit's state written
+// by a request without a key is the subject's own, and a request with a key
+// must not decide over it, though it is the subject's first state under the
+// cached set's key (the case the one-limit path in decideWith takes).
+func TestMemoryStorePerKeyScopesOnTheFastPath(t *testing.T) {
+	clock := newFakeClock()
+	store := NewMemoryStore(MemoryOptions{Now: clock.Now})
+	ctx := context.Background()
+	limits := []Limit{{Name: "per-key", Algorithm: TokenBucket, Limit: 1, Window: time.Hour, Burst: 1, PerKey: true}}
+	decide := func(key string) bool {
+		t.Helper()
+		d, err := store.Allow(ctx, Request{Subject: "app:1", Key: key, Route: "GET /x", Limits: limits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	// The first decision validates the slice, the second caches it.
+	if !decide("") {
+		t.Fatal("first request without a key rejected, want admitted")
+	}
+	if decide("") {
+		t.Fatal("second request without a key admitted, want rejected: the burst is 1")
+	}
+	if !decide("k1") {
+		t.Error(`first request with key "k1" rejected, want admitted: its scope has its own budget`)
+	}
+	if decide("k1") {
+		t.Error(`second request with key "k1" admitted, want rejected`)
+	}
+}
