@@ -1,17 +1,14 @@
 package web
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/seal"
 )
 
 // A new secret travels from the POST that issued it to the one GET that
@@ -42,21 +39,9 @@ type onceSecret struct {
 	Until int64 `json:"u"`
 }
 
-// secretSealer seals and opens onceSecret cookies.
-type secretSealer struct{ aead cipher.AEAD }
-
-func newSecretSealer(sessionSecret []byte) secretSealer {
-	m := hmac.New(sha256.New, sessionSecret)
-	m.Write([]byte("sluice one-time secret"))
-	block, err := aes.NewCipher(m.Sum(nil))
-	if err != nil {
-		panic("web: one-time secret cipher: " + err.Error()) // a 32-byte key cannot fail
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		panic("web: one-time secret cipher: " + err.Error())
-	}
-	return secretSealer{aead: aead}
+// newSecretSealer is the box onceSecret cookies are sealed in.
+func newSecretSealer(sessionSecret []byte) seal.Box {
+	return seal.New(sessionSecret, "sluice one-time secret")
 }
 
 // secretPagePath is the page that shows key id's new secret once to its
@@ -80,12 +65,7 @@ func (s *Server) handOver(w http.ResponseWriter, r *http.Request, userID int64, 
 		s.error(w, r, err)
 		return
 	}
-	nonce := make([]byte, s.sealer.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		s.error(w, r, err)
-		return
-	}
-	sealed := s.sealer.aead.Seal(nonce, nonce, plain, bindTo(userID))
+	sealed := s.sealer.Seal(plain, bindTo(userID))
 	http.SetCookie(w, &http.Cookie{
 		Name:     secretOnceCookie,
 		Value:    base64.RawURLEncoding.EncodeToString(sealed),
@@ -110,11 +90,10 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, userID, keyID 
 		HttpOnly: true, Secure: s.secureRequest(r), SameSite: http.SameSiteStrictMode,
 	})
 	sealed, err := base64.RawURLEncoding.DecodeString(c.Value)
-	n := s.sealer.aead.NonceSize()
-	if err != nil || len(sealed) < n {
+	if err != nil {
 		return onceSecret{}, errSecretGone
 	}
-	plain, err := s.sealer.aead.Open(nil, sealed[:n], sealed[n:], bindTo(userID))
+	plain, err := s.sealer.Open(sealed, bindTo(userID))
 	if err != nil {
 		return onceSecret{}, errSecretGone
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/resets"
+	"github.com/sluicehq/sluice/internal/seal"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/traffic"
@@ -109,7 +110,7 @@ type Server struct {
 	now      func() time.Time
 	sessions *pgsession.Store
 	// sealer carries a new key's secret to the page that shows it once.
-	sealer  secretSealer
+	sealer  seal.Box
 	handler http.Handler
 	health  healthCache
 	usage   usageCache

@@ -1,14 +1,12 @@
 package alerts
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"strconv"
+
+	"github.com/sluicehq/sluice/internal/seal"
 )
 
 // A webhook's secret must be usable to sign, so unlike an API key it cannot
@@ -19,43 +17,25 @@ import (
 // no one. Changing the session secret makes the stored secrets unreadable:
 // deliveries then fail with "secret unreadable" until the developer
 // registers the webhook again.
-type sealer struct{ aead cipher.AEAD }
+type sealer struct{ box seal.Box }
 
 func newSealer(sessionSecret []byte) (sealer, error) {
 	if len(sessionSecret) < 32 {
 		return sealer{}, errors.New("alerts: the session secret must be at least 32 bytes")
 	}
-	m := hmac.New(sha256.New, sessionSecret)
-	m.Write([]byte("sluice webhook signing secret"))
-	block, err := aes.NewCipher(m.Sum(nil))
-	if err != nil {
-		return sealer{}, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return sealer{}, err
-	}
-	return sealer{aead: aead}, nil
+	return sealer{box: seal.New(sessionSecret, "sluice webhook signing secret")}, nil
 }
 
 func ownerData(userID int64) []byte { return []byte("webhook-owner:" + strconv.FormatInt(userID, 10)) }
 
 func (s sealer) seal(userID int64, secret []byte) ([]byte, error) {
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	return s.aead.Seal(nonce, nonce, secret, ownerData(userID)), nil
+	return s.box.Seal(secret, ownerData(userID)), nil
 }
 
 var errSecretUnreadable = errors.New("webhook secret unreadable (was the session secret changed?)")
 
 func (s sealer) open(userID int64, sealed []byte) ([]byte, error) {
-	n := s.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errSecretUnreadable
-	}
-	b, err := s.aead.Open(nil, sealed[:n], sealed[n:], ownerData(userID))
+	b, err := s.box.Open(sealed, ownerData(userID))
 	if err != nil {
 		return nil, errSecretUnreadable
 	}
