@@ -28,9 +28,11 @@ func TestSealOpensOnlyForItsKeyAndBinding(t *testing.T) {
 	for name, open := range map[string]func() ([]byte, error){
 		"other binding": func() ([]byte, error) { return box.Open(sealed, []byte("user:2")) },
 		"other label":   func() ([]byte, error) { return seal.New(secret, "label two").Open(sealed, []byte("user:1")) },
-		"other secret":  func() ([]byte, error) { return seal.New(bytes.Repeat([]byte("t"), 32), "label one").Open(sealed, []byte("user:1")) },
-		"tampered":      func() ([]byte, error) { return box.Open(tampered, []byte("user:1")) },
-		"truncated":     func() ([]byte, error) { return box.Open(sealed[:5], []byte("user:1")) },
+		"other secret": func() ([]byte, error) {
+			return seal.New(bytes.Repeat([]byte("t"), 32), "label one").Open(sealed, []byte("user:1"))
+		},
+		"tampered":  func() ([]byte, error) { return box.Open(tampered, []byte("user:1")) },
+		"truncated": func() ([]byte, error) { return box.Open(sealed[:5], []byte("user:1")) },
 	} {
 		if got, err := open(); !errors.Is(err, seal.ErrUnreadable) || got != nil {
 			t.Errorf("%s: Open = %q, %v; want ErrUnreadable", name, got, err)
