@@ -152,8 +152,10 @@ func TestJitterSpreadsRetries(t *testing.T) {
 				retries = append(retries, at)
 			}
 			firstMu.Unlock()
-			if len(retries) != goroutines-limit {
-				t.Errorf("%s: %d callers retried, want the %d the first burst rejected", j, len(retries), goroutines-limit)
+			// The first burst is rejected but for one window's limit, or
+			// two when it straddles a window's end.
+			if len(retries) < goroutines-2*limit {
+				t.Errorf("%s: %d callers retried, want at least the %d a burst over two windows rejects", j, len(retries), goroutines-2*limit)
 				return
 			}
 			arr := srv.Stats().Arrivals
