@@ -423,8 +423,8 @@ func BenchmarkXTimeRate(b *testing.B) {
 
 // BenchmarkMemoryInterleaved alternates rounds of 200,000 serial decisions
 // of the memory store (AllowInto, usage counting and metrics on, as the
-// portal runs it) and of x/time/rate, hot key and
-// 100,000 keys, one round of each per b.N, and reports the median of each
+// portal runs it) and of x/time/rate, hot key and 100,000 keys, one round
+// of each per b.N (at least minBenchRounds), and reports the median of each
 // round's ratio, so a shared machine's load hits both alike. Run it with
 // -benchtime 10x.
 func BenchmarkMemoryInterleaved(b *testing.B) {
@@ -451,7 +451,7 @@ func BenchmarkMemoryInterleaved(b *testing.B) {
 	}
 	var hotStore, hotRate, hotRatio, manyStore, manyRate, manyRatio []float64
 	b.ResetTimer()
-	for range b.N {
+	for range benchRounds(b) {
 		req.Subject = "key:hot"
 		s := timeIt(func(int) { store.AllowInto(ctx, req, layers) })
 		r := timeIt(func(int) { hot.Allow() })
@@ -644,10 +644,21 @@ func BenchmarkRedisBenchmarkTool(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// minBenchRounds is the fewest rounds an interleaved benchmark runs: one
+// round of BenchmarkRedisInterleaved outlasts the second that go test's
+// default -benchtime aims for, so b.N stays 1 there, and a median of one
+// round is no median. With it, a plain -bench run reports medians of at
+// least five rounds; -benchtime Nx asks for more.
+const minBenchRounds = 5
+
+// benchRounds is how many rounds an interleaved benchmark runs for b.
+func benchRounds(b *testing.B) int { return max(b.N, minBenchRounds) }
+
 // BenchmarkRedisInterleaved runs the store, redis_rate and redis-benchmark
-// in alternating rounds of 20,000 decisions (one round of each per b.N), so
-// the load other processes put on a shared machine hits all three alike, and
-// reports the median of each round's ratios. Run it with -benchtime 10x.
+// in alternating rounds of 20,000 decisions (one round of each per b.N, at
+// least minBenchRounds), so the load other processes put on a shared machine
+// hits all three alike, and reports the median of each round's ratios. Run
+// it with -benchtime 10x.
 func BenchmarkRedisInterleaved(b *testing.B) {
 	const per = 20_000
 	client, prefix := benchRedisClient(b)
@@ -667,7 +678,7 @@ func BenchmarkRedisInterleaved(b *testing.B) {
 	var vsRate, bareVsTool, usageRate, bareRate, rrRate, toolRate, usageP99, bareP99, rrP99, usageP50 []float64
 	var threeVsOne, scriptMicros, script3Micros, perCall []float64
 	b.ResetTimer()
-	for range b.N {
+	for range benchRounds(b) {
 		r, lat, err := measureCallers(per, storeDecide(storeUsage, one))
 		if err != nil {
 			b.Fatal(err)

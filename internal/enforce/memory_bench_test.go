@@ -157,7 +157,7 @@ func BenchmarkMemoryInterleavedParallel(b *testing.B) {
 	ctx := context.Background()
 	var hotStore, hotRate, hotRatio, manyStore, manyRate, manyRatio []float64
 	b.ResetTimer()
-	for range b.N {
+	for range benchRounds(b) {
 		s := timeIt(func(layers []LayerResult, _ int) {
 			store.AllowInto(ctx, Request{Subject: "key:hot", Route: "GET /x", Limits: limits}, layers)
 		})
