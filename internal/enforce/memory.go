@@ -120,8 +120,12 @@ type memShard struct {
 
 // subjectTable is a shard's table: a power of two of slots, probed linearly
 // from the subject's hash. A slot is empty (nil, which ends a probe), holds
-// a subject, or holds tombstone where a subject was removed. At most three
-// quarters of the slots are used, so every probe ends.
+// a subject, or holds tombstone where a subject was removed. At most half of
+// the slots are used, so every probe ends soon: linear probing's chains grow
+// as 1/(1-load)², and a table let fill to three quarters walked 8.5 slots on
+// average to add a subject, or to find one added late (such as
+// BenchmarkMemoryInterleaved's hot key, in one shard of four over 100,000
+// subjects), against 2.5 at half full.
 type subjectTable struct {
 	mask  uint64
 	slots []subjectSlot
@@ -362,7 +366,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 
 // Allow checks and consumes every limit of req atomically (see Store).
 func (s *MemoryStore) Allow(ctx context.Context, req Request) (Decision, error) {
-	return s.decide(req, true, nil)
+	return s.decide(&req, true, nil)
 }
 
 // Peek evaluates req as Allow would, consuming and recording nothing:
@@ -372,14 +376,14 @@ func (s *MemoryStore) Peek(ctx context.Context, req Request) (Decision, error) {
 	if hasConcurrency(req.Limits) {
 		return s.peekAll(ctx, req) // slots_memory.go
 	}
-	return s.decide(req, false, nil)
+	return s.decide(&req, false, nil)
 }
 
 // AllowInto is Allow writing Decision.Layers into layers' backing array when
 // it is large enough, so a caller that reuses one slice decides without
 // allocating.
 func (s *MemoryStore) AllowInto(ctx context.Context, req Request, layers []LayerResult) (Decision, error) {
-	return s.decide(req, true, layers)
+	return s.decide(&req, true, layers)
 }
 
 // Len reports how many subjects hold state; tests and metrics use it to
@@ -397,10 +401,9 @@ func (s *MemoryStore) Len() int {
 // bits: when both came from the low bits, every key of a shard shared those
 // bits, so a shard's keys started their probes on one slot in 64 of its
 // table and piled into long chains (100,000 subjects: 12.2 slots walked per
-// lookup on average, 45 at worst, against 0.62 and 84 now in tables rebuilt
-// half full, or 0.31 and 17 when they were rebuilt a quarter full, at twice
-// the slots; see TestMemoryStoreProbesStayShort). A shift of 64, with one shard, gives
-// shard 0.
+// lookup on average, 45 at worst, against 0.31 and 19 now in tables at most
+// half full; see TestMemoryStoreProbesStayShort). A shift of 64, with one
+// shard, gives shard 0.
 func (s *MemoryStore) locate(subject string) (*memShard, uint64) {
 	h := maphash.String(s.seed, subject)
 	return &s.shards[h>>s.shardShift], h
@@ -428,8 +431,7 @@ func (sh *memShard) get(h uint64, subject string) *subjectState {
 
 // add returns the state of subject, creating it when the table has none,
 // first sweeping the shard if it has doubled since the last sweep
-// (amortised O(1) per insert), and growing the table past three quarters
-// full.
+// (amortised O(1) per insert), and growing the table past half full.
 func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *evictionMetrics) *subjectState {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -443,7 +445,7 @@ func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *ev
 		sh.evict(now, most, em)
 	}
 	t := sh.table.Load()
-	if 4*(sh.used+1) > 3*len(t.slots) {
+	if 2*(sh.used+1) > len(t.slots) {
 		t = sh.rebuild()
 	}
 	sub := &subjectState{subject: subject, last: sh.sweptAt}
@@ -500,10 +502,13 @@ func (s *MemoryStore) clock() int64 {
 	return s.wall.micros()
 }
 
-func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (Decision, error) {
+func (s *MemoryStore) decide(req *Request, consume bool, layers []LayerResult) (Decision, error) {
 	var d Decision
 	var err error
 	if set := s.sets.get(req.Limits); set != nil {
+		if consume && set.oneCounter && s.allowOne(&d, req, set, layers) {
+			return d, nil
+		}
 		err = s.decideCompiled(&d, req, set.params, set.keys, consume, layers)
 	} else {
 		err = s.decideUncached(&d, req, consume, layers)
@@ -515,7 +520,7 @@ func (s *MemoryStore) decide(req Request, consume bool, layers []LayerResult) (D
 }
 
 // decideUncached validates a limit slice the cache does not hold (yet).
-func (s *MemoryStore) decideUncached(d *Decision, req Request, consume bool, layers []LayerResult) error {
+func (s *MemoryStore) decideUncached(d *Decision, req *Request, consume bool, layers []LayerResult) error {
 	var buf [maxInlineLayers]params
 	ps, keys, err := s.sets.compile(req.Limits, buf[:0])
 	if err != nil {
@@ -526,7 +531,7 @@ func (s *MemoryStore) decideUncached(d *Decision, req Request, consume bool, lay
 
 // decideCompiled decides req into d; its limits have params ps and, when
 // their set is cached, state keys keys (else nil).
-func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) error {
+func (s *MemoryStore) decideCompiled(d *Decision, req *Request, ps []params, keys []limitKey, consume bool, layers []LayerResult) error {
 	// Scratch space: each layer's stored state (nil when it has none yet),
 	// verdict, and, for an admitting counter layer, state after consuming.
 	// Go zeroes it on every call, so a one-layer decision, the most common,
@@ -537,7 +542,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		var outs [1]layerOut
 		var next [1]counterState
 		var cur [1]layerState
-		return s.decideWith(d, &req, ps, keys, consume, layers, states[:], outs[:], next[:], cur[:])
+		return s.decideWith(d, req, ps, keys, consume, layers, states[:], outs[:], next[:], cur[:])
 	}
 	var statesBuf [maxInlineLayers]*limitState
 	var outsBuf [maxInlineLayers]layerOut
@@ -548,7 +553,7 @@ func (s *MemoryStore) decideCompiled(d *Decision, req Request, ps []params, keys
 		states, outs, next = make([]*limitState, len(ps)), make([]layerOut, len(ps)), make([]counterState, len(ps))
 		cur = make([]layerState, len(ps))
 	}
-	return s.decideWith(d, &req, ps, keys, consume, layers, states, outs, next, cur)
+	return s.decideWith(d, req, ps, keys, consume, layers, states, outs, next, cur)
 }
 
 // decideWith is decideCompiled with its scratch space, one element per
@@ -600,38 +605,20 @@ func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []
 		now = s.clock()
 	}
 	allowed := true
-	if st := sub.onlyCounter(req, ps, keys); consume && st != nil {
-		// The common case, a plan of one counter limit whose state is the
-		// subject's first, found by its key's pointer and written under the
-		// same figures: none of find, rescaling, commit's checks or a
-		// rejection's second pass applies. Skipping them took the hot key
-		// from 1.29x x/time/rate's time to 1.09x serially and from 1.43x to
-		// 1.27x in parallel (BenchmarkMemoryInterleaved*, medians of four
-		// alternating runs, 2026-12-02); 100,000 keys did not move.
-		cur[0].counter = &st.counter
-		evaluate(&cur[0], &ps[0], now, anchor, true, &next[0], &outs[0])
-		allowed = outs[0].allowed || ps[0].shadow
-		if outs[0].allowed {
-			st.counter = next[0]
+	for i := range ps {
+		p := &ps[i]
+		var key *limitKey
+		if keys != nil {
+			key = &keys[i]
 		}
-	} else {
-		for i := range ps {
-			p := &ps[i]
-			var key *limitKey
-			if keys != nil {
-				key = &keys[i]
-			}
-			st := sub.find(key, req.Limits[i].Name, p, scopeOf(req, i))
-			states[i] = st
-			cur[i].of(st, p, now)
-			evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
-			allowed = allowed && (outs[i].allowed || p.shadow)
-		}
-		if consume {
-			sub.settle(req, ps, keys, states, cur, next, outs, now, anchor, allowed)
-		}
+		st := sub.find(key, req.Limits[i].Name, p, scopeOf(req, i))
+		states[i] = st
+		cur[i].of(st, p, now)
+		evaluate(&cur[i], p, now, anchor, consume, &next[i], &outs[i])
+		allowed = allowed && (outs[i].allowed || p.shadow)
 	}
 	if consume {
+		sub.settle(req, ps, keys, states, cur, next, outs, now, anchor, allowed)
 		if s.usage {
 			sub.recordUsage(route, now, allowed)
 		}
@@ -676,20 +663,71 @@ func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []
 	return nil
 }
 
-// onlyCounter returns the state a decision on a one-limit plan reads and
-// writes when none of the general path's cases arise: the limit set is
-// cached, its limit is a counter (not a sliding log) shared by the whole
-// subject, and the subject's first state is the limit's, written under the
-// same set's key. Otherwise, or when sub is nil, it returns nil.
-func (sub *subjectState) onlyCounter(req *Request, ps []params, keys []limitKey) *limitState {
-	if sub == nil || len(ps) != 1 || keys == nil || sub.nlimits == 0 {
-		return nil
+// allowOne is Allow on the most common request, a plan of one counter
+// limit (not a sliding log, not PerKey) whose state is its subject's first,
+// found by its key's pointer and written under the same figures: it reads
+// and writes that state alone, with none of decideWith's scratch space,
+// find, rescaling, commit's checks or a rejection's second pass. It returns
+// false, having read and written nothing, when anything else holds (a new
+// subject, another state, a clock reading older than the subject's latest
+// write), and decideWith decides instead.
+//
+// A one-limit plan is the one the portal's tiers give. Taking it apart from
+// the general path (where it was a branch of decideWith) took the hot key
+// from 1,118 instructions a decision to 890-910 (callgrind, usage and
+// metrics on), and its time serially from 1.24x x/time/rate's to 1.10x
+// (BenchmarkMemoryInterleaved, medians of three alternating runs at load
+// average 5, 2026-12-03; see memory_bench_test.go).
+func (s *MemoryStore) allowOne(d *Decision, req *Request, set *limitSet, layers []LayerResult) bool {
+	sh, h := s.locate(req.Subject)
+	sub := sh.get(h, req.Subject)
+	if sub == nil {
+		return false
 	}
+	var route uint32
+	if s.usage {
+		route = s.routes.id(req.Route) // outside the subject's lock
+	}
+	p := &set.params[0]
+	// The clock is read before the lock, as in decideWith.
+	now := s.clock()
+	sub.mu.Lock()
 	st := &sub.lim0
-	if st.key != &keys[0] || st.ext != nil || ps[0].kind == kindSlidingLog || req.Limits[0].PerKey {
-		return nil
+	if sub.dead || now < sub.last || sub.nlimits == 0 || st.key != &set.keys[0] || st.ext != nil {
+		sub.mu.Unlock()
+		return false
 	}
-	return st
+	var out layerOut
+	var next counterState
+	evalCounter(&st.counter, p, now, anchorMicros(req.Anchor), true, &next, &out)
+	allowed := out.allowed || p.shadow
+	if out.allowed {
+		st.counter = next
+	}
+	if s.usage {
+		sub.recordUsage(route, now, allowed)
+	}
+	sub.last = now
+	if !out.allowed || out.remaining <= 0 {
+		sub.guard = max(sub.guard, now+out.reset)
+	}
+	sub.mu.Unlock()
+	if now >= sh.sweepAt.Load() {
+		sh.mu.Lock()
+		if now >= sh.sweepAt.Load() {
+			sh.sweep(now, s.sweepEvery)
+		}
+		sh.mu.Unlock()
+	}
+	d.Allowed = allowed
+	d.Layers = slices.Grow(layers[:0], 1)[:1]
+	d.At = time.UnixMicro(now)
+	out.fill(&d.Layers[0], &req.Limits[0])
+	if allowed && p.queue {
+		d.Delay = micros(out.wait)
+	}
+	s.metrics.count(allowed)
+	return true
 }
 
 // settle writes what the general path decided: every layer's consumed state
@@ -915,11 +953,21 @@ func (ls *layerState) of(st *limitState, p *params, now int64) {
 // returned struct that was just stored field by field stalls store-to-load
 // forwarding on the hot path.
 func evaluate(ls *layerState, p *params, now, anchor int64, commit bool, next *counterState, out *layerOut) {
+	if p.kind == kindSlidingLog {
+		evalSlidingLog(ls.log, p, now, commit, out)
+		return
+	}
 	var none counterState
 	c := &none
 	if s := ls.state(); s != nil {
 		c = s
 	}
+	evalCounter(c, p, now, anchor, commit, next, out)
+}
+
+// evalCounter is evaluate on a counter layer (any algorithm but the sliding
+// log), whose state is c.
+func evalCounter(c *counterState, p *params, now, anchor int64, commit bool, next *counterState, out *layerOut) {
 	switch p.kind {
 	case kindTokenBucket:
 		evalTokenBucket(c, p, now, commit, next, out)
@@ -929,10 +977,8 @@ func evaluate(ls *layerState, p *params, now, anchor int64, commit bool, next *c
 		evalSlidingCounter(c, p, now, commit, next, out)
 	case kindLeakyBucket:
 		evalLeakyBucket(c, p, now, commit, next, out)
-	case kindQuota:
-		evalQuota(c, p, now, anchor, commit, next, out)
 	default:
-		evalSlidingLog(ls.log, p, now, commit, out)
+		evalQuota(c, p, now, anchor, commit, next, out)
 	}
 }
 
@@ -1054,6 +1100,9 @@ type limitSet struct {
 	limits []Limit
 	params []params
 	keys   []limitKey
+	// oneCounter is set for one limit that is neither a sliding log nor
+	// PerKey, the plans allowOne decides.
+	oneCounter bool
 }
 
 // get returns the compiled set of limits when the cache holds this slice
@@ -1092,6 +1141,7 @@ func (c *limitSetCache) compile(limits []Limit, buf []params) (ps []params, keys
 	for i := range set.keys {
 		set.keys[i] = newLimitKey(&set.limits[i], &set.params[i])
 	}
+	set.oneCounter = len(ps) == 1 && ps[0].kind != kindSlidingLog && !limits[0].PerKey
 	slot.set.Store(set)
 	return set.params, set.keys, nil
 }

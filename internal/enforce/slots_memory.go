@@ -59,7 +59,7 @@ func (s *MemoryStore) peekSlots(_ context.Context, req Request) (Decision, error
 
 // peekAll is Peek for a request with concurrency limits.
 func (s *MemoryStore) peekAll(ctx context.Context, req Request) (Decision, error) {
-	return peekWithSlots(ctx, req, func(_ context.Context, r Request) (Decision, error) { return s.decide(r, false, nil) }, s.peekSlots)
+	return peekWithSlots(ctx, req, func(_ context.Context, r Request) (Decision, error) { return s.decide(&r, false, nil) }, s.peekSlots)
 }
 
 func (s *MemoryStore) slotsDecide(req Request, lease time.Duration, take bool) (*Lease, Decision, error) {
