@@ -151,8 +151,9 @@ func appendRateLimitItem(dst []byte, i int, name string) []byte {
 // fixedHeaders are the parts of a limit set's rate-limit fields that depend
 // on the limits alone: the middleware formats them once per route and limit
 // set (routeLimitsCache), and each request only its decision's figures.
-// Writing the fixed parts from here instead of formatting them cut
-// writeLimitHeaders by 20 % (BenchmarkWriteLimitHeaders).
+// Copying the fixed parts instead of formatting them takes 41 % of the
+// instructions out of writeLimitHeaders for two layers (3,937 -> 2,335,
+// callgrind on BenchmarkWriteLimitHeaders).
 type fixedHeaders struct {
 	// policy is the RateLimit-Policy value.
 	policy string
