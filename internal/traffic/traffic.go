@@ -385,6 +385,10 @@ func Wrap(store enforce.Store, rec *Recorder) *Store {
 	return s
 }
 
+// Unwrap returns the wrapped store, whose properties are the Store's: the
+// middleware learns from it that decisions carry their clock reading.
+func (s *Store) Unwrap() enforce.Store { return s.Store }
+
 // Allow decides with the wrapped store and records the arrival.
 func (s *Store) Allow(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
 	d, err := s.Store.Allow(ctx, req)
