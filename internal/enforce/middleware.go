@@ -98,7 +98,7 @@ type Middleware struct {
 	now      func() time.Time
 	// stamped is true when every decision of the store carries its clock
 	// reading (Decision.At), so the middleware needs no clock of its own
-	// for X-RateLimit-Reset.
+	// for X-RateLimit-Reset (see stampsDecisions).
 	stamped bool
 	// epoch carries a monotonic reading: decision latency is measured as
 	// two time.Since(epoch), one clock read each.
@@ -138,7 +138,7 @@ func NewMiddleware(store Store, resolver Resolver, opts MiddlewareOptions) *Midd
 	m.into, _ = store.(layersAllower)
 	m.slots, _ = store.(SlotStore)
 	m.lease = cmp.Or(opts.SlotLease, DefaultSlotLease)
-	_, m.stamped = store.(*MemoryStore)
+	m.stamped = stampsDecisions(store)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -219,7 +219,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	if !ok {
 		return
 	}
-	limits, policy, series := m.routes.applicable(caller.Limits, route, caller.Plan, m.metrics)
+	limits, fixed, series := m.routes.applicable(caller.Limits, route, caller.Plan, m.metrics)
 	if hits > 1 && len(limits) > 0 {
 		limits = withHits(limits, hits)
 	}
@@ -257,7 +257,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	if !policyDescribes(limits, d.Layers) {
 		// The store decided other figures (a FailoverStore's local
 		// fallback divides each limit by the instance count).
-		policy = ""
+		fixed = nil
 	}
 	if hasShadow(limits) {
 		// Shadow layers are decided with the others but never shown:
@@ -265,7 +265,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		m.countShadow(caller, d)
 		d = d.Visible()
 	}
-	writeLimitHeaders(h, d, m.decidedAt(d, before), policy, scratch.headers)
+	writeLimitHeaders(h, d, m.decidedAt(d, before), fixed, scratch.headers)
 	if d.Local {
 		// Decided on this instance's own counters while Redis is
 		// unreachable: the headers describe those figures.
@@ -313,6 +313,25 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	}
 	m.recordDecision(caller, route, hits, true)
 	next.ServeHTTP(w, st.attach(r))
+}
+
+// stampsDecisions reports whether every decision of store carries the
+// store's clock reading (Decision.At): the memory and Redis stores', a
+// FailoverStore's over two of them, and those of a store wrapping one of
+// these that says so with an Unwrap method (the playground's traffic
+// recorder). The middleware then reads no clock of its own per request;
+// the portal used to read one for nothing on every limited request, its
+// store being wrapped or Redis (time.Now is 63 ns on the benchmark VM).
+func stampsDecisions(store Store) bool {
+	switch s := store.(type) {
+	case *MemoryStore, *RedisStore:
+		return true
+	case *FailoverStore:
+		return stampsDecisions(s.primary) && (s.local == nil || stampsDecisions(s.local))
+	case interface{ Unwrap() Store }:
+		return stampsDecisions(s.Unwrap())
+	}
+	return false
 }
 
 // recordDecision tells the DecisionRecorder, if any, of one decision.
@@ -427,8 +446,8 @@ func writeQueueTooLong(w http.ResponseWriter, d Decision) {
 	retry := max(ceilSeconds(d.Delay), 1)
 	var limit int64
 	var policy string
-	if len(d.Layers) > 0 {
-		l := d.Binding().Limit
+	if i := d.binding(); i >= 0 {
+		l := &d.Layers[i].Limit
 		limit, policy = l.Limit, l.Name
 	}
 	var msg [96]byte
@@ -477,12 +496,12 @@ func withHits(limits []Limit, hits int64) []Limit {
 // above the plans times routes a control plane serves at once.
 const routeLimitsSlots = 1024
 
-// routeLimitsCache remembers applicable's answer and its RateLimit-Policy
-// value per caller limit slice (by identity: the snapshot's slices are
+// routeLimitsCache remembers applicable's answer and the fixed parts of its
+// rate-limit fields per caller limit slice (by identity: the snapshot's slices are
 // immutable) and route, in a direct-mapped table, so that a route whose tier
 // leaves out some of the plan's limits costs no allocation per request, the
 // store sees the same slice every time (its own validation cache then
-// holds), and the policy header is formatted once. An answer is cached the
+// holds), and the fields' fixed parts are formatted once. An answer is cached the
 // second time in a row it is computed in its slot, so a resolver building
 // fresh slices per request costs no more than before.
 type routeLimitsCache struct {
@@ -501,7 +520,7 @@ type routeLimits struct {
 	n      int
 	route  string
 	limits []Limit
-	policy string
+	fixed  *fixedHeaders
 	// series are the metrics of the plan whose caller filled the entry;
 	// a limit slice belongs to one plan in the control plane's snapshots,
 	// and a caller of another plan looks its series up.
@@ -509,11 +528,11 @@ type routeLimits struct {
 }
 
 // applicable returns the limits of a caller of plan that apply to route
-// and, when it has them cached, their RateLimit-Policy value (else "") and
-// the route's series of plan (else nil).
-func (c *routeLimitsCache) applicable(limits []Limit, route, plan string, metrics *middlewareMetrics) ([]Limit, string, *planSeries) {
+// and, when it has them cached, the fixed parts of their rate-limit fields
+// (else nil) and the route's series of plan (else nil).
+func (c *routeLimitsCache) applicable(limits []Limit, route, plan string, metrics *middlewareMetrics) ([]Limit, *fixedHeaders, *planSeries) {
 	if len(limits) == 0 {
-		return nil, "", nil
+		return nil, nil, nil
 	}
 	first := &limits[0]
 	slot := &c.slots[routeSlot(first, route)]
@@ -522,24 +541,21 @@ func (c *routeLimitsCache) applicable(limits []Limit, route, plan string, metric
 		if series.plan != plan {
 			series = nil
 		}
-		return e.limits, e.policy, series
+		return e.limits, e.fixed, series
 	}
 	out := applicable(limits, route)
 	if slot.seen.Load() != first {
 		slot.seen.Store(first)
-		return out, "", nil
+		return out, nil, nil
 	}
-	policy := string(appendPolicy(nil, out))
-	if hasQuota(out) {
-		policy = "" // a quota's w is its subject's current period: per decision
-	}
-	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, policy: policy,
+	slot.entry.Store(&routeLimits{first: first, n: len(limits), route: route, limits: out, fixed: newFixedHeaders(out),
 		series: metrics.series(route, plan)})
-	return out, "", nil
+	return out, nil, nil
 }
 
-// policyDescribes reports whether the RateLimit-Policy value of limits is
-// also that of layers: same names, limits and windows, in order.
+// policyDescribes reports whether the fixed parts of the rate-limit fields
+// of limits (newFixedHeaders) also describe layers: same names, limits and
+// windows, in order.
 func policyDescribes(limits []Limit, layers []LayerResult) bool {
 	if len(limits) != len(layers) {
 		return false

@@ -72,7 +72,7 @@ func (m *Middleware) StatusHandler() http.Handler {
 		}
 		d = d.Visible()
 		at := m.decidedAt(d, before)
-		writeLimitHeaders(w.Header(), d, at, "", new([limitHeaderCount]string))
+		writeLimitHeaders(w.Header(), d, at, nil, new([limitHeaderCount]string))
 		for _, l := range d.Layers {
 			window := max(ceilSeconds(max(l.Limit.Window, l.Period)), 1)
 			if l.Limit.Algorithm == Concurrency {

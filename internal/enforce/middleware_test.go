@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -874,6 +875,49 @@ func TestMiddlewareResetIsTheLayersEnd(t *testing.T) {
 			}
 			if len(body.Limits) != 1 || body.Limits[0].Reset != tc.wantStatus || w.Header().Get("X-RateLimit-Reset") != tc.wantReset {
 				t.Errorf("status body %+v X-RateLimit-Reset %q, want reset %d and %q", body, w.Header().Get("X-RateLimit-Reset"), tc.wantStatus, tc.wantReset)
+			}
+		})
+	}
+}
+
+// unwrappingStore wraps a store and says so, as the playground's traffic
+// recorder does.
+type unwrappingStore struct{ enforce.Store }
+
+func (s unwrappingStore) Unwrap() enforce.Store { return s.Store }
+
+func TestMiddlewareReadsNoClockWhenTheStoreStampsItsDecisions(t *testing.T) {
+	cases := []struct {
+		name      string
+		wrap      func(enforce.Store) enforce.Store
+		wantReads bool
+	}{
+		{"MemoryStore", func(s enforce.Store) enforce.Store { return s }, false},
+		{"WrappedWithUnwrap", func(s enforce.Store) enforce.Store { return unwrappingStore{s} }, false},
+		{"Failover", func(s enforce.Store) enforce.Store {
+			return enforce.NewFailoverStore(s, enforce.FailoverOptions{Local: enforce.NewMemoryStore(enforce.MemoryOptions{})})
+		}, false},
+		// A store the middleware cannot see into may leave Decision.At
+		// zero: the middleware reads its clock before each decision.
+		{"WrappedWithoutUnwrap", func(s enforce.Store) enforce.Store { return struct{ enforce.Store }{s} }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads atomic.Int64
+			now := func() time.Time { reads.Add(1); return time.Now() }
+			store := tc.wrap(enforce.NewMemoryStore(enforce.MemoryOptions{}))
+			res := &mwResolver{anonLimits: []enforce.Limit{{Name: "fw", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute}}}
+			mw := enforce.NewMiddleware(store, res, enforce.MiddlewareOptions{Now: now})
+			mux := http.NewServeMux()
+			mux.Handle(routeItems, mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+			r := httptest.NewRequest("GET", "/api/items/1", nil)
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, r)
+			if w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Reset") == "" {
+				t.Fatalf("status %d X-RateLimit-Reset %q", w.Code, w.Header().Get("X-RateLimit-Reset"))
+			}
+			if got := reads.Load() > 0; got != tc.wantReads {
+				t.Errorf("middleware read its clock %d times, want reads %t", reads.Load(), tc.wantReads)
 			}
 		})
 	}

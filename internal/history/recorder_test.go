@@ -112,6 +112,30 @@ func TestTwoRecordersAddUpExactly(t *testing.T) {
 	}
 }
 
+func TestOneCallersRunAcrossAFlushAddsUpExactly(t *testing.T) {
+	// The recorder remembers the latest decision's row; a flush between
+	// two decisions of one caller in one minute must not leave the second
+	// counted in the row the flush took away.
+	pool := testenv.Postgres(t)
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)}
+	r := history.NewRecorder(pool, history.Options{Now: clk.Now})
+	caller := dev(3, 30, "pro")
+	for flush := range 3 {
+		for range 10 {
+			r.RecordDecision(caller, "GET /api/search", 1, true)
+		}
+		r.RecordDecision(caller, "GET /api/search", 2, false)
+		if err := r.Flush(ctx); err != nil {
+			t.Fatalf("flush %d: %v", flush, err)
+		}
+	}
+	gotA, gotR := sum(t, pool, `SELECT sum(admitted), sum(rejected) FROM usage_minutes WHERE key_id = $1`, 30)
+	if gotA != 30 || gotR != 6 {
+		t.Errorf("admitted %d rejected %d, want 30 and 6", gotA, gotR)
+	}
+}
+
 func TestRecorderKeepsTheTallyThroughAnOutage(t *testing.T) {
 	pool := testenv.Postgres(t)
 	ctx := context.Background()
