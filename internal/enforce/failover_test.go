@@ -135,7 +135,9 @@ func newFailoverEnv(t *testing.T, mode enforce.FailureMode, storeTimeout time.Du
 		Instances: 2, Registerer: e.reg, Now: e.clock.Now,
 	}
 	if mode == enforce.FailLocal {
-		opts.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+		// The test's clock, which stands still: on the real one a minute
+		// boundary between the local store's requests reset its window.
+		opts.Local = enforce.NewMemoryStore(enforce.MemoryOptions{Now: e.clock.Now})
 	}
 	e.failover = enforce.NewFailoverStore(primary, opts)
 	res := &mwResolver{anonLimits: []enforce.Limit{
