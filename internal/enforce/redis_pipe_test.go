@@ -1,0 +1,101 @@
+package enforce
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// scriptConns returns the CLIENT LIST lines of the connections whose last
+// command was EVALSHA.
+func scriptConns(t *testing.T, c *redis.Client) []string {
+	t.Helper()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for line := range strings.Lines(list) {
+		if strings.Contains(line, " cmd=evalsha ") {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	return lines
+}
+
+// TestRedisStoreOwnConnection: the pipeline workers' own connections are
+// set up as the client's (user, password, database, name), the client's
+// options for everything else, and a connection lost between batches costs
+// no decision and counts none twice.
+func TestRedisStoreOwnConnection(t *testing.T) {
+	srv := testenv.StartPrivateRedis(t)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { admin.Close() })
+	ctx := context.Background()
+	if err := admin.Do(ctx, "acl", "setuser", "sluice", "on", ">s3cret", "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "acl", "setuser", "default", "off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin = redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, Username: "sluice", Password: "s3cret", DB: 3})
+	t.Cleanup(func() { admin.Close() })
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1,
+		Username: "sluice", Password: "s3cret", DB: 3, ClientName: "sluice-decisions"})
+	t.Cleanup(func() { client.Close() })
+	limit := Limit{Name: "fw", Algorithm: FixedWindow, Limit: 10, Window: time.Hour}
+	allow := func(t *testing.T, store *RedisStore, subject string, wantRemaining int64) {
+		t.Helper()
+		d, err := store.Allow(ctx, Request{Subject: subject, Limits: []Limit{limit}})
+		if err != nil {
+			t.Fatalf("Allow: %v", err)
+		}
+		if !d.Allowed || d.Layers[0].Remaining != wantRemaining {
+			t.Fatalf("Allow: allowed %v, remaining %d, want allowed with %d", d.Allowed, d.Layers[0].Remaining, wantRemaining)
+		}
+	}
+
+	t.Run("SetUpAsTheClient", func(t *testing.T) {
+		store := newTestRedisStore(t, client, RedisOptions{Prefix: "own:", Pipelines: 1, DisableUsage: true})
+		allow(t, store, "a", 9)
+		if n, err := admin.Exists(ctx, "own:{a}").Result(); err != nil || n != 1 {
+			t.Fatalf("the subject's state in database 3: %d keys, %v; want 1", n, err)
+		}
+		conns := scriptConns(t, admin)
+		if len(conns) != 1 || !strings.Contains(conns[0], " name=sluice-decisions ") ||
+			!strings.Contains(conns[0], " user=sluice ") || !strings.Contains(conns[0], " db=3 ") ||
+			!strings.HasSuffix(conns[0], " resp=2") {
+			t.Fatalf("connections that ran the script: %q, want one of the worker's own (RESP2, where go-redis speaks RESP3) as the client's user, name and database", conns)
+		}
+	})
+
+	t.Run("ViaClientLeavesTheCallsToTheClient", func(t *testing.T) {
+		if err := admin.ClientKillByFilter(ctx, "type", "normal", "skipme", "yes").Err(); err != nil {
+			t.Fatal(err)
+		}
+		store := newTestRedisStore(t, client, RedisOptions{Prefix: "via:", Pipelines: 1, DisableUsage: true, ViaClient: true})
+		allow(t, store, "a", 9)
+		conns := scriptConns(t, admin)
+		if len(conns) != 1 || !strings.HasSuffix(conns[0], " resp=3") {
+			t.Fatalf("connections that ran the script: %q, want one of go-redis's (RESP3)", conns)
+		}
+	})
+
+	t.Run("LostConnectionCostsNoDecision", func(t *testing.T) {
+		store := newTestRedisStore(t, client, RedisOptions{Prefix: "lost:", Pipelines: 1, DisableUsage: true})
+		for i := range 10 {
+			if i%3 == 1 {
+				// Every connection the client and the worker hold: the
+				// worker finds out when it next writes or reads.
+				if err := admin.ClientKillByFilter(ctx, "type", "normal", "skipme", "yes").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			allow(t, store, "a", int64(9-i))
+		}
+	})
+}
