@@ -169,6 +169,7 @@ func (pc *pipeConn) send(s *RedisStore, w *batcher, leaders []*redisCall, script
 		}
 	}
 	pc.out = out[:0]
+	redial := false
 	_ = pc.conn.SetDeadline(deadline)
 	if _, err := pc.conn.Write(out); err != nil {
 		pc.close()
@@ -189,6 +190,15 @@ func (pc *pipeConn) send(s *RedisStore, w *batcher, leaders []*redisCall, script
 		}
 		replies[i] = rawReply(raw, w.vals[i][:0])
 		w.vals[i] = replies[i].vals
+		if err := replies[i].err; err != nil && retriedByClient(err) {
+			// READONLY after a failover, say: the next batch dials again,
+			// through the Dialer that finds the new master (a Sentinel
+			// client's), as go-redis would.
+			redial = true
+		}
+	}
+	if redial {
+		pc.close()
 	}
 	return replies, lost
 }

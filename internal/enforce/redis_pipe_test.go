@@ -2,7 +2,9 @@ package enforce
 
 import (
 	"context"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +100,47 @@ func TestRedisStoreOwnConnection(t *testing.T) {
 			allow(t, store, "a", int64(9-i))
 		}
 	})
+}
+
+// TestRedisStoreOwnConnectionFollowsFailover: a worker whose Redis turns
+// into a replica (READONLY) dials again through the client's Dialer, which
+// finds the new master as a Sentinel client's does, instead of leaving
+// every later batch to go-redis.
+func TestRedisStoreOwnConnectionFollowsFailover(t *testing.T) {
+	old, next := testenv.StartPrivateRedis(t), testenv.StartPrivateRedis(t)
+	var master atomic.Pointer[string]
+	master.Store(&old.Addr)
+	client := redis.NewClient(&redis.Options{Addr: old.Addr, MaxRetries: 2, DialerRetries: 1,
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, *master.Load())
+		}})
+	t.Cleanup(func() { client.Close() })
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: "failover:", Pipelines: 1, DisableUsage: true})
+	ctx := context.Background()
+	req := Request{Subject: "a", Limits: []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 10, Window: time.Hour}}}
+	if _, err := store.Allow(ctx, req); err != nil {
+		t.Fatalf("Allow on the first master: %v", err)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: old.Addr, MaxRetries: -1})
+	t.Cleanup(func() { admin.Close() })
+	host, port, _ := net.SplitHostPort(next.Addr)
+	if err := admin.Do(ctx, "replicaof", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	onNext := redis.NewClient(&redis.Options{Addr: next.Addr, MaxRetries: -1})
+	t.Cleanup(func() { onNext.Close() })
+	if err := onNext.ScriptLoad(ctx, decideScript).Err(); err != nil {
+		t.Fatal(err) // as a replica promoted by Sentinel would have it
+	}
+	master.Store(&next.Addr)
+	for range 3 {
+		if _, err := store.Allow(ctx, req); err != nil {
+			t.Fatalf("Allow after the failover: %v", err)
+		}
+	}
+	conns := scriptConns(t, onNext)
+	if len(conns) != 2 || !strings.HasSuffix(conns[0], " resp=2") && !strings.HasSuffix(conns[1], " resp=2") {
+		t.Fatalf("connections that ran the script on the new master: %q, want go-redis's (the batch that met READONLY) and the worker's own (RESP2)", conns)
+	}
 }
