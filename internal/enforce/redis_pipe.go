@@ -17,8 +17,11 @@ import (
 // EVALSHA is written from scratch buffers in one write, and its reply read
 // into a reused buffer for parseReply. Through go-redis a batch took a
 // connection from the pool and returned it, armed a context, a timer and
-// two socket deadlines, built a command and copied its reply out: (figure
-// in the commit that brought it). go-redis still carries everything else
+// two socket deadlines, built a command and copied its reply out; this way
+// the process spends about a fifth less CPU per decision (64 callers, 1,000
+// subjects: 2.02 -> 1.65 s per 300,000 decisions, medians of 5 alternating
+// runs; 8 callers, smaller batches: 2.26 -> 1.85 s per 100,000) and 416 ->
+// 245 bytes (BenchmarkRedisStore). go-redis still carries everything else
 // (script loading, usage, slots), and any batch this connection cannot: one
 // it could not dial or write, or whose reply it lost before the deadline
 // (go-redis then sends it with its own retries, as it always did), and
