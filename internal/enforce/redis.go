@@ -844,6 +844,7 @@ type batcher struct {
 	reqs      []any // the requests' arguments, appended to args
 	numbers   map[*limitArgs]int64
 	vals      [][]replyValue // each script call's reply values
+	replies   []scriptReply  // the replies read by pipeConn
 }
 
 func newBatcher(maxBatch int) *batcher {
@@ -928,6 +929,7 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher, pc *pipeConn) {
 	ctx := batchCtx{deadline: deadline}
 	defer ctx.done()
 	var replies []scriptReply
+	scratch := len(scripts) // w.vals in use: a later read of the batch goes past them
 	if pc != nil {
 		var lost []int
 		replies, lost = pc.send(s, w, leaders, scripts, deadline)
@@ -938,9 +940,10 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher, pc *pipeConn) {
 			for j, i := range lost {
 				resend[j] = scripts[i]
 			}
-			for j, r := range s.read(w, s.exec(ctx.get(), w, leaders, resend, s.raw), len(scripts)) {
+			for j, r := range s.read(w, s.exec(ctx.get(), w, leaders, resend, s.raw), scratch) {
 				replies[lost[j]] = r
 			}
+			scratch += len(resend)
 		}
 	} else {
 		replies = s.read(w, s.exec(ctx.get(), w, leaders, scripts, s.raw), 0)
@@ -949,7 +952,7 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher, pc *pipeConn) {
 		if retry, at := s.retries(ctx.get(), replies, scripts); len(retry) > 0 {
 			// Sent again through go-redis's own reading, whose retries and
 			// redirections then apply; the rest keep their replies.
-			for j, r := range s.read(w, s.exec(ctx.get(), w, leaders, retry, false), len(scripts)) {
+			for j, r := range s.read(w, s.exec(ctx.get(), w, leaders, retry, false), scratch) {
 				replies[at[j]] = r
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -139,7 +140,9 @@ func (pc *pipeConn) dial(deadline time.Time) error {
 // those whose reply was not read before the connection failed (closed
 // now: the next batch dials again) and the deadline has not passed.
 func (pc *pipeConn) send(s *RedisStore, w *batcher, leaders []*redisCall, scripts []script, deadline time.Time) (replies []scriptReply, lost []int) {
-	replies = make([]scriptReply, len(scripts))
+	replies = slices.Grow(w.replies[:0], len(scripts))[:len(scripts)]
+	clear(replies)
+	w.replies = replies
 	for len(w.vals) < len(scripts) {
 		w.vals = append(w.vals, nil)
 	}
