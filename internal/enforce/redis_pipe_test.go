@@ -14,9 +14,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -219,4 +221,78 @@ func TestRedisStoreOwnConnectionOverTLS(t *testing.T) {
 	if conns := scriptConns(t, client); len(conns) != 1 || !strings.HasSuffix(conns[0], " resp=2") {
 		t.Fatalf("connections that ran the script: %q, want the worker's own (RESP2)", conns)
 	}
+}
+
+// BenchmarkRedisOwnConnection runs the store with its workers' own
+// connections and the same store through go-redis (ViaClient, the path
+// every batch took before pipeConn) in alternating rounds of 20,000
+// decisions, 64 callers on 1,000 subjects, one layer, usage on, and reports
+// the medians of each: decisions/s, p50, p99, and this process's CPU
+// (user and system, from getrusage) per decision, which the load of other
+// processes moves much less than decisions/s. Run it with -benchtime 7x.
+//
+// 2026-12-03, 2-core AMD EPYC shared with other sessions (load average 4.2
+// falling to 2.6), Redis 7.0.15 on loopback: own connections 7.61 µs of
+// CPU per decision against 8.27 through go-redis (0.88x, median of the
+// rounds' ratios), 71.9k against 60.9k decisions/s (1.06x), p50 758 against
+// 806 µs, p99 3.48 against 4.11 ms.
+func BenchmarkRedisOwnConnection(b *testing.B) {
+	const per = 20_000
+	client, prefix := benchRedisClient(b)
+	own := newTestRedisStore(b, client, RedisOptions{Prefix: prefix + "o:", Timeout: time.Second})
+	via := newTestRedisStore(b, client, RedisOptions{Prefix: prefix + "v:", Timeout: time.Second, ViaClient: true})
+	one := []Limit{benchLimit}
+	type figures struct{ rate, p50, p99, cpu []float64 }
+	var fOwn, fVia figures
+	round := func(s *RedisStore, f *figures) {
+		before := processCPU(b)
+		r, lat, err := measureCallers(per, func(ctx context.Context, i int) error {
+			_, err := s.Allow(ctx, Request{Subject: "key:" + strconv.Itoa(i%1000), Route: "GET /x", Limits: one})
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.cpu = append(f.cpu, float64((processCPU(b)-before).Nanoseconds())/1e3/per)
+		f.rate, f.p50, f.p99 = append(f.rate, r), append(f.p50, percentileMicros(lat, .5)), append(f.p99, percentileMicros(lat, .99))
+	}
+	b.ResetTimer()
+	for i := range max(b.N, 5) {
+		if i%2 == 0 {
+			round(own, &fOwn)
+			round(via, &fVia)
+		} else {
+			round(via, &fVia)
+			round(own, &fOwn)
+		}
+	}
+	b.StopTimer()
+	median := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+	ratio := func(a, b []float64) float64 {
+		r := make([]float64, len(a))
+		for i := range a {
+			r[i] = a[i] / b[i]
+		}
+		return median(r)
+	}
+	b.ReportMetric(median(fOwn.rate), "own-dec/s")
+	b.ReportMetric(median(fVia.rate), "via-dec/s")
+	b.ReportMetric(median(fOwn.p50), "own-p50-µs")
+	b.ReportMetric(median(fVia.p50), "via-p50-µs")
+	b.ReportMetric(median(fOwn.p99), "own-p99-µs")
+	b.ReportMetric(median(fVia.p99), "via-p99-µs")
+	b.ReportMetric(median(fOwn.cpu), "own-cpu-µs/dec")
+	b.ReportMetric(median(fVia.cpu), "via-cpu-µs/dec")
+	b.ReportMetric(ratio(fOwn.cpu, fVia.cpu), "own/via-cpu")
+	b.ReportMetric(ratio(fOwn.rate, fVia.rate), "own/via-dec/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
