@@ -231,11 +231,12 @@ func TestRedisStoreOwnConnectionOverTLS(t *testing.T) {
 // (user and system, from getrusage) per decision, which the load of other
 // processes moves much less than decisions/s. Run it with -benchtime 7x.
 //
-// 2026-12-03, 2-core AMD EPYC shared with other sessions (load average 4.2
-// falling to 2.6), Redis 7.0.15 on loopback: own connections 7.61 µs of
-// CPU per decision against 8.27 through go-redis (0.88x, median of the
-// rounds' ratios), 71.9k against 60.9k decisions/s (1.06x), p50 758 against
-// 806 µs, p99 3.48 against 4.11 ms.
+// 2026-12-03, 2-core AMD EPYC shared with other sessions, Redis 7.0.15 on
+// loopback, four runs (load average 4.2, then 7.8, 6.6, 6.4): own
+// connections 0.88, 0.81, 0.82, 0.76x the CPU per decision through go-redis
+// (7.61 against 8.27 µs in the first), 1.06, 1.24, 1.16, 1.20x the
+// decisions/s, p50 758/806, 688/884, 778/801, 722/868 µs; p99 went with
+// the load (3.5/4.1, 1.9/3.2, 4.3/5.4, 6.2/4.0 ms).
 func BenchmarkRedisOwnConnection(b *testing.B) {
 	const per = 20_000
 	client, prefix := benchRedisClient(b)
