@@ -35,7 +35,9 @@ type RedisOptions struct {
 	// DefaultStoreTimeout); past it the decision fails with
 	// ErrStoreUnavailable. Waiting callers check it every Timeout/8, so one
 	// gives up between Timeout and 9/8 of it. It also bounds each batch's
-	// round trip, through the context of its commands: give the client
+	// round trip: on a pipeline worker's own connection (see pipeConn) by
+	// its socket deadline, and through go-redis (Cluster and Ring clients,
+	// ViaClient) through the context of its commands: give such a client
 	// ContextTimeoutEnabled and socket timeouts no shorter, or a busy Redis
 	// fails whole batches at the socket's timeout instead.
 	Timeout time.Duration
@@ -110,8 +112,10 @@ type RedisOptions struct {
 // Redis runs one command per batch, not one per decision. With a Redis
 // Cluster or Ring client, whose keys live on different nodes, each subject's
 // requests get a script call of their own, and the calls of a batch share a
-// pipeline. Usage is tallied in memory and written every
-// RedisOptions.UsageFlush.
+// pipeline. On a single Redis each pipeline worker sends its batches over
+// a connection of its own, set up from the client's options (see
+// pipeConn), and go-redis carries everything else. Usage is tallied in
+// memory and written every RedisOptions.UsageFlush.
 //
 // Keys: every limit but the sliding log keeps its state in fields of one
 // hash per subject, <prefix>{<subject>}, so a decision reads all of them
