@@ -35,7 +35,9 @@ type RedisOptions struct {
 	// DefaultStoreTimeout); past it the decision fails with
 	// ErrStoreUnavailable. Waiting callers check it every Timeout/8, so one
 	// gives up between Timeout and 9/8 of it. It also bounds each batch's
-	// round trip, through the context of its commands: give the client
+	// round trip: on a pipeline worker's own connection (see pipeConn) by
+	// its socket deadline, and through go-redis (Cluster and Ring clients,
+	// ViaClient) through the context of its commands: give such a client
 	// ContextTimeoutEnabled and socket timeouts no shorter, or a busy Redis
 	// fails whole batches at the socket's timeout instead.
 	Timeout time.Duration
@@ -77,6 +79,13 @@ type RedisOptions struct {
 	// Registerer, when set, receives decision counters, pipeline latency
 	// and pipeline size histograms.
 	Registerer prometheus.Registerer
+	// ViaClient sends the decisions' script calls through the client, so
+	// that its hooks (tracing, metrics) see them, instead of over each
+	// pipeline worker's connection of its own, which a single Redis client
+	// gets unless it authenticates through a credentials provider or has
+	// OnConnect or a Limiter (see pipeConn). Everything else always goes
+	// through the client.
+	ViaClient bool
 	// oneRequestPerScript, for tests, sends each request (or coalesced
 	// group) in a script call of its own, as the store does for a Redis
 	// Cluster or Ring client.
@@ -103,8 +112,10 @@ type RedisOptions struct {
 // Redis runs one command per batch, not one per decision. With a Redis
 // Cluster or Ring client, whose keys live on different nodes, each subject's
 // requests get a script call of their own, and the calls of a batch share a
-// pipeline. Usage is tallied in memory and written every
-// RedisOptions.UsageFlush.
+// pipeline. On a single Redis each pipeline worker sends its batches over
+// a connection of its own, set up from the client's options (see
+// pipeConn), and go-redis carries everything else. Usage is tallied in
+// memory and written every RedisOptions.UsageFlush.
 //
 // Keys: every limit but the sliding log keeps its state in fields of one
 // hash per subject, <prefix>{<subject>}, so a decision reads all of them
@@ -143,7 +154,11 @@ type RedisStore struct {
 	// own, for clients whose keys live on several nodes.
 	onePerScript bool
 	// raw reads the script's replies with parseReply (a single Redis).
-	raw      bool
+	raw bool
+	// direct, when set, is the options of the single Redis that each
+	// pipeline worker sends its script calls to over a connection of its
+	// own (see pipeConn).
+	direct   *redis.Options
 	metrics  *storeMetrics
 	negative *negativeCache
 	// batches numbers the batches sent; a failed batch's number is the
@@ -248,6 +263,9 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	// A Cluster or Ring client's redirections need go-redis to read the
 	// replies itself.
 	s.raw = plain
+	if plain && !opts.ViaClient {
+		s.direct = directOptions(client.(*redis.Client))
+	}
 	if s.prefix == "" {
 		s.prefix = "sluice:"
 	}
@@ -782,6 +800,11 @@ func (s *RedisStore) work() {
 	defer s.wg.Done()
 	batch := make([]*redisCall, 0, s.maxBatch)
 	w := newBatcher(s.maxBatch)
+	var pc *pipeConn
+	if s.direct != nil {
+		pc = newPipeConn(s.direct, s.timeout)
+		defer pc.close()
+	}
 	last := 0
 	for {
 		select {
@@ -809,7 +832,7 @@ func (s *RedisStore) work() {
 				break fill
 			}
 		}
-		s.run(batch, w)
+		s.run(batch, w, pc)
 		last = len(batch)
 		clear(batch)
 	}
@@ -825,6 +848,7 @@ type batcher struct {
 	reqs      []any // the requests' arguments, appended to args
 	numbers   map[*limitArgs]int64
 	vals      [][]replyValue // each script call's reply values
+	replies   []scriptReply  // the replies read by pipeConn
 }
 
 func newBatcher(maxBatch int) *batcher {
@@ -897,22 +921,44 @@ func (w *batcher) group(leaders []*redisCall, onePerScript bool) []script {
 	return scripts
 }
 
-func (s *RedisStore) run(batch []*redisCall, w *batcher) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
+func (s *RedisStore) run(batch []*redisCall, w *batcher, pc *pipeConn) {
 	start := time.Now()
+	deadline := start.Add(s.timeout)
 	gen := s.batches.Add(1)
 	for _, c := range batch {
 		c.batch.Store(gen)
 	}
 	leaders := w.coalesce(batch)
 	scripts := w.group(leaders, s.onePerScript)
-	replies := s.read(w, s.exec(ctx, w, leaders, scripts, s.raw))
-	if retry, at := s.retries(ctx, replies, scripts); len(retry) > 0 {
-		// Sent again through go-redis's own reading, whose retries and
-		// redirections then apply; the rest keep their replies.
-		for j, r := range s.read(w, s.exec(ctx, w, leaders, retry, false)) {
-			replies[at[j]] = r
+	ctx := batchCtx{deadline: deadline}
+	defer ctx.done()
+	var replies []scriptReply
+	scratch := len(scripts) // w.vals in use: a later read of the batch goes past them
+	if pc != nil {
+		var lost []int
+		replies, lost = pc.send(s, w, leaders, scripts, deadline)
+		if len(lost) > 0 {
+			// Unsent or unanswered on the worker's connection: go-redis
+			// sends them, with its own retries, as it would have.
+			resend := make([]script, len(lost))
+			for j, i := range lost {
+				resend[j] = scripts[i]
+			}
+			for j, r := range s.read(w, s.exec(ctx.get(), w, leaders, resend, s.raw), scratch) {
+				replies[lost[j]] = r
+			}
+			scratch += len(resend)
+		}
+	} else {
+		replies = s.read(w, s.exec(ctx.get(), w, leaders, scripts, s.raw), 0)
+	}
+	if failed(replies) {
+		if retry, at := s.retries(ctx.get(), replies, scripts); len(retry) > 0 {
+			// Sent again through go-redis's own reading, whose retries and
+			// redirections then apply; the rest keep their replies.
+			for j, r := range s.read(w, s.exec(ctx.get(), w, leaders, retry, false), scratch) {
+				replies[at[j]] = r
+			}
 		}
 	}
 	if s.metrics != nil {
@@ -922,6 +968,38 @@ func (s *RedisStore) run(batch []*redisCall, w *batcher) {
 	for i, sc := range scripts {
 		deliver(leaders[sc.from:sc.to], replies[i], gen)
 	}
+}
+
+// batchCtx is a batch's context, made on first use: only a batch that
+// go-redis carries needs one, and a context with its timer per batch was
+// three of the worker's allocations.
+type batchCtx struct {
+	deadline time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func (b *batchCtx) get() context.Context {
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithDeadline(context.Background(), b.deadline)
+	}
+	return b.ctx
+}
+
+func (b *batchCtx) done() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
+// failed reports whether any of replies is an error.
+func failed(replies []scriptReply) bool {
+	for _, r := range replies {
+		if r.err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // retries returns the script calls of replies to send again, and their
@@ -978,16 +1056,33 @@ func (s *RedisStore) exec(ctx context.Context, w *batcher, leaders []*redisCall,
 	return cmds
 }
 
-// evalSha queues (or, on a client, runs) one script call deciding reqs, all
-// of one clock: each distinct limit's eight arguments once, then each request
-// as its mode, its limit count and its limits' numbers in that list, so a
-// batch of one plan's requests sends Redis three arguments a request rather
-// than eight. The command is built here rather than by EvalSha, which boxes
-// every key string into its argument list (one allocation per decision):
-// the keys go in as pointers into the calls, which the worker owns until it
-// delivers. The command's argument list is its own; w's scratch slices are
-// reused.
+// evalSha queues (or, on a client, runs) one script call deciding reqs
+// (see scriptArgs). The command is built here rather than by EvalSha,
+// which boxes every key string into its argument list (one allocation per
+// decision).
 func (s *RedisStore) evalSha(ctx context.Context, c processor, w *batcher, reqs []*redisCall, raw bool) redis.Cmder {
+	cmdArgs := s.scriptArgs(nil, w, reqs) // the command's own: go-redis keeps it
+	var cmd redis.Cmder
+	if raw {
+		raw := redis.NewRawCmd(ctx, cmdArgs...)
+		raw.SetFirstKeyPos(3)
+		cmd = raw
+	} else {
+		boxed := redis.NewCmd(ctx, cmdArgs...)
+		boxed.SetFirstKeyPos(3) // a Cluster client routes the call by its first key
+		cmd = boxed
+	}
+	_ = c.Process(ctx, cmd)
+	return cmd
+}
+
+// scriptArgs appends to dst the EVALSHA command deciding reqs, all of one
+// clock: each distinct limit's eight arguments once, then each request as
+// its mode, its limit count and its limits' numbers in that list, so a
+// batch of one plan's requests sends Redis three arguments a request
+// rather than eight. The keys go in as pointers into the calls, which the
+// worker owns until it delivers; w's scratch slices are reused.
+func (s *RedisStore) scriptArgs(dst []any, w *batcher, reqs []*redisCall) []any {
 	args, rest := w.args[:0], w.reqs[:0]
 	clear(w.numbers)
 	nkeys := 0
@@ -1025,30 +1120,19 @@ func (s *RedisStore) evalSha(ctx context.Context, c processor, w *batcher, reqs 
 		}
 		args[1] = int64(len(w.numbers))
 	}
-	cmdArgs := make([]any, 0, 3+nkeys+len(args)+len(rest))
-	cmdArgs = append(cmdArgs, "evalsha", s.sha, int64(nkeys))
+	dst = slices.Grow(dst, 3+nkeys+len(args)+len(rest))
+	dst = append(dst, "evalsha", s.sha, int64(nkeys))
 	for _, r := range reqs {
 		for i := range r.keys {
-			cmdArgs = append(cmdArgs, &r.keys[i])
+			dst = append(dst, &r.keys[i])
 		}
 	}
-	cmdArgs = append(cmdArgs, args...)
-	cmdArgs = append(cmdArgs, rest...)
-	var cmd redis.Cmder
-	if raw {
-		raw := redis.NewRawCmd(ctx, cmdArgs...)
-		raw.SetFirstKeyPos(3)
-		cmd = raw
-	} else {
-		boxed := redis.NewCmd(ctx, cmdArgs...)
-		boxed.SetFirstKeyPos(3) // a Cluster client routes the call by its first key
-		cmd = boxed
-	}
-	_ = c.Process(ctx, cmd)
+	dst = append(dst, args...)
+	dst = append(dst, rest...)
 	clear(args)
 	clear(rest)
 	w.args, w.reqs = args[:0], rest[:0]
-	return cmd
+	return dst
 }
 
 // processor is what evalSha sends a command with: a client, or a pipeline
@@ -1145,36 +1229,51 @@ type replyValue struct {
 	err error
 }
 
-// read reads the replies of cmds into w's scratch values.
-func (s *RedisStore) read(w *batcher, cmds []redis.Cmder) []scriptReply {
+// read reads the replies of cmds into w's scratch values from the first
+// on (a batch's replies are 0 to its script count: another read of the
+// same batch starts past them, so as not to overwrite them).
+func (s *RedisStore) read(w *batcher, cmds []redis.Cmder, first int) []scriptReply {
 	replies := make([]scriptReply, len(cmds))
-	for len(w.vals) < len(cmds) {
+	for len(w.vals) < first+len(cmds) {
 		w.vals = append(w.vals, nil)
 	}
-	for i, cmd := range cmds {
+	for j, cmd := range cmds {
+		i := first + j
 		var r scriptReply
 		switch cmd := cmd.(type) {
 		case *redis.RawCmd:
-			r.raw = true
 			raw, err := cmd.Result()
 			if err != nil {
-				r.err = classify(err)
+				r = scriptReply{err: classify(err), raw: true}
 				break
 			}
-			r.vals, r.err = parseReply(raw, w.vals[i][:0])
-			if rerr, ok := r.err.(replyError); ok {
-				r.err = classify(rerr) // as go-redis's reading would have it
-			}
+			r = rawReply(raw, w.vals[i][:0])
 		case *redis.Cmd:
 			r.vals, r.err = replyValues(cmd, w.vals[i][:0])
-		}
-		if r.err == nil && (len(r.vals) == 0 || r.vals[0].err != nil) {
-			r.err = errors.New("rate-limit script: reply does not start with the decisions' time")
+			r.checkStart()
 		}
 		w.vals[i] = r.vals
-		replies[i] = r
+		replies[j] = r
 	}
 	return replies
+}
+
+// rawReply is the reply parsed from its RESP bytes by parseReply into dst.
+func rawReply(raw []byte, dst []replyValue) scriptReply {
+	r := scriptReply{raw: true}
+	r.vals, r.err = parseReply(raw, dst)
+	if rerr, ok := r.err.(replyError); ok {
+		r.err = classify(rerr) // as go-redis's reading would have it
+	}
+	r.checkStart()
+	return r
+}
+
+// checkStart fails a reply that does not start with the decisions' time.
+func (r *scriptReply) checkStart() {
+	if r.err == nil && (len(r.vals) == 0 || r.vals[0].err != nil) {
+		r.err = errors.New("rate-limit script: reply does not start with the decisions' time")
+	}
 }
 
 // parseReply parses the script's reply from its RESP bytes: an array of

@@ -71,7 +71,7 @@ func TestRawReplyErrorsAreClassified(t *testing.T) {
 			cmd := redis.NewRawCmd(t.Context())
 			cmd.SetVal([]byte(tc.reply))
 			s := &RedisStore{}
-			r := s.read(newBatcher(1), []redis.Cmder{cmd})[0]
+			r := s.read(newBatcher(1), []redis.Cmder{cmd}, 0)[0]
 			if r.err == nil || !r.raw {
 				t.Fatalf("reply %q: error %v (raw %v), want an error from a raw reply", tc.reply, r.err, r.raw)
 			}

@@ -503,7 +503,12 @@ func runTogether(t *testing.T, store *RedisStore, reqs []Request, consume []bool
 		}
 		calls[i] = c
 	}
-	store.run(calls, newBatcher(len(calls)))
+	var pc *pipeConn // as the store's workers send: over their own connection when it has them
+	if store.direct != nil {
+		pc = newPipeConn(store.direct, store.timeout)
+		defer pc.close()
+	}
+	store.run(calls, newBatcher(len(calls)), pc)
 	replies, errs := make([][]int64, len(calls)), make([]error, len(calls))
 	for i, c := range calls {
 		<-c.done
