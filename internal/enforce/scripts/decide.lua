@@ -27,17 +27,23 @@
 -- spares Redis two arguments a request
 -- and per request, from KEYS[q]:
 --   KEYS[q]   the subject's state hash: every limit but the sliding logs keeps
---             its state in fields named by its limits, and field 'e' holds the time
---             (us) the hash's TTL runs out
+--             its state there, in one record per limit
 --   KEYS[q+j]  the j-th sliding log's hash (see LOG below)
--- Fields: a bucket's virtual finish time (tat) is field F; a fixed window's
--- index F and count F..':+'; a sliding counter's index F, current count
--- F..':+' and previous count F..':-'; and every counter's figures, as it was
--- last written under them, F..':#'. A limit edited in place (its figures no
--- longer those stored) has its state rescaled to the new figures as
--- rescale in algorithm.go does, and written back under them with the next
--- admitted request; fields another algorithm left are deleted then. (Plan
--- limit names hold no ':', so no limit's F is another's suffixed field.)
+-- Records: limit field F's state is the field F..'@'..<its figures>, its
+-- value packed doubles (see decode): a bucket's virtual finish time (tat); a
+-- fixed window's index and count; a sliding counter's index, current and
+-- previous counts; a quota's period start and count; and last, the record's
+-- TTL mark, the TTL (us) the hash was given when the record was last
+-- written, so the hash's TTL moves only when a state outlives its mark. F..':#'
+-- names the figures of the limit's record, written with a record's first
+-- write: a limit edited in place (so its record under the new figures is
+-- missing) has the state of its record under the former figures rescaled
+-- to the new ones as rescale in algorithm.go does, and written back under
+-- them with the next admitted request, when the former record is deleted.
+-- The same path reads the layout before records (fields F, F..':+',
+-- F..':-', F..':#' and 'e', testdata/decide_main.lua) and replaces it, so a
+-- deploy loses no count. (Plan limit names hold no ':' or '@', so no
+-- limit's field is another's.) Requires Redis >= 7.0 (PEXPIRE GT, NX).
 --
 -- Returns {now us, then per request: allowed, delay us, then per limit:
 -- allowed, remaining, reset us, retry us}, k times over when coalesced. now is
@@ -50,10 +56,12 @@
 -- much as the state write.
 --
 -- Redis runs this body on every call and charges for every redis.call, so
--- all of a request's counter states are read with one HMGET and written with
--- one HSET, a TTL is set only when the hash's expiry must move (a PEXPIRE
--- costs more than the HSET), and numbers go to redis.call as Lua numbers,
--- which Redis formats exactly (%.17g) without a string.format here.
+-- all of a request's counter states are read with one HGET or HMGET and
+-- written with one HSET, a TTL is set only when the hash's expiry must move
+-- (a PEXPIRE costs more than the HSET), and states are packed doubles,
+-- which spare the %.17g formatting (about 2,000 instructions of snprintf)
+-- that Redis 7.0 spends on each Lua number given to redis.call, and the
+-- strtod reading them back.
 
 -- Library functions as locals: a global's field costs two table lookups per
 -- use, an upvalue none (the 3-layer path uses them some thirty times).
@@ -136,25 +144,51 @@ local function period(code, now, anchor)
   return at(y - 1, am, d0, tod0), c
 end
 
--- fixed[i] is set when limit i's state was stored under other figures (or
--- none): the algorithm code it was stored under, or ''. rescale has then
--- rewritten it in st as a state of the limit's figures, which a decision
--- that consumes writes back even when it rejects (see rescale in
--- algorithm.go).
-local KB, K, n, consume, k, st, pos, e, fixed
+-- fixed[i] is set when limit i's record was missing: its state was read
+-- from a record of other figures, from the fields of the layout before
+-- records (see old), or is none; rescale has rewritten it in st as a state
+-- of the limit's figures, which a decision that consumes writes back, as a
+-- record of its own, even when it rejects (see rescale in algorithm.go).
+-- PREV[i] then says what to delete once it is written: 1 for the former
+-- layout's fields, or the figures of the record it came from.
+local KB, K, n, consume, k, st, pos, fixed
 -- LOGS counts the request's sliding logs.
 local LOGS = 0
 -- same is set when the request's limits are the previous request's (a
 -- batch of one plan's requests, the common case): its V, and for several
 -- limits the HMGET's field list (HM, hmn entries long) and POS, stand.
 local same, hmn
--- NH, NP and NM hold the current request's limits' field names F:#, F:+ and
--- F:-, built once per call per limit (DH, DP, DM): a concatenation hashes
--- its result. HM, HS, POS and DIRTY are reused by every request (DIRTY[p]
--- marks a value of st that changed, to be written).
-local NH, NP, NM, DH, DP, DM, POS, DIRTY = {}, {}, {}, {}, {}, {}, {}, {}
-local HM = {'HMGET', nil, 'e', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- NR and NH hold the current request's limits' record names F@<figures>
+-- and figures pointers F:#, built once per call per limit (DR, DH): a
+-- concatenation hashes its result. ST (st), E, HM, HS, POS, PREV and DIRTY
+-- are reused by every request: st holds four values per counter limit from
+-- pos[i] on (the state a, the figures it is of, y and z), E[pos[i]] the
+-- record's TTL mark, and DIRTY[p] marks a state that changed, to be
+-- written.
+local NR, NH, DR, DH, POS, PREV, DIRTY, ST, E, SX = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local HM = {'HMGET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 local HS = {'HSET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- Records are packed little-endian doubles (struct, in Redis's Lua), which
+-- hold every state exactly and cost neither strtod to read nor the
+-- %.17g a Lua number costs redis.call to write. miniredis, the tests'
+-- fallback without a Redis, has no struct: there records are the numbers'
+-- %.17g texts, space-separated.
+local pack, sunpack
+local lib = rawget(_G, 'struct')
+if lib then
+  pack, sunpack = lib.pack, lib.unpack
+else
+  pack = function(_, ...)
+    local t = {...}
+    for i = 1, #t do t[i] = string.format('%.17g', t[i]) end
+    return table.concat(t, ' ')
+  end
+  sunpack = function(_, r)
+    local t = {}
+    for w in string.gmatch(r, '%S+') do t[#t + 1] = tonumber(w) end
+    return unpack(t)
+  end
+end
 -- R holds a request's nine results per layer, stride 9, reused by every
 -- request and coalesced call: building a table costs Lua more than the
 -- arithmetic.
@@ -229,11 +263,71 @@ local function unmeta(m)
   return d7(m, 1), d7(m, 8), d7(m, 15), d7(m, 22), d7(m, 29), d7(m, 36)
 end
 
+-- decode returns the state a, y, z and the TTL mark e of a record of
+-- algorithm code: a bucket's record is its tat and e; a fixed window's or a
+-- quota's its index or start, count and e; a sliding counter's its index,
+-- current and previous counts and e.
+local function decode(code, r)
+  if code == 'swc' then
+    local a, y, z, e = sunpack('<dddd', r)
+    return a, y, z, e
+  elseif TWO[code] then
+    local a, y, e = sunpack('<ddd', r)
+    return a, y, nil, e
+  end
+  local a, e = sunpack('<dd', r)
+  return a, nil, nil, e
+end
+
+-- record packs limit i's state x, y, z and TTL mark e.
+local function record(i, x, y, z, e)
+  local code = V[8 * i - 7]
+  if code == 'swc' then
+    return pack('<dddd', x, y, z, e)
+  elseif TWO[code] then
+    return pack('<ddd', x, y, e)
+  end
+  return pack('<dd', x, e)
+end
+
+-- load puts in st at p counter limit i's state from its record r, as read;
+-- or, when it has none (a new subject, an edited limit, a hash the
+-- script's former layout wrote), what old finds.
+local function load(i, p, r)
+  if r then
+    st[p], st[p + 2], st[p + 3], E[p] = decode(V[8 * i - 7], r)
+    st[p + 1] = V[8 * i - 1]
+    return
+  end
+  -- old: the figures pointer F:# names the record the limit had under its
+  -- former figures; failing that, the fields F, F:+, F:- (and F:#) are the
+  -- layout before records, whose state goes on as it was (a deploy loses
+  -- no count). rescale then rescales whichever to the limit's figures.
+  local f = V[8 * i - 2]
+  local r = call('HMGET', K, NH[i], f, f .. ':+', f .. ':-')
+  local fig = r[1]
+  E[p] = 0
+  fixed = fixed or {}
+  fixed[i] = true
+  PREV[i] = nil
+  if fig and fig ~= V[8 * i - 1] then
+    local rec = call('HGET', K, f .. '@' .. fig)
+    if rec then
+      local oc = string.match(fig, '^(%a+):')
+      local a, y, z = decode(oc, rec)
+      st[p], st[p + 1], st[p + 2], st[p + 3] = a, fig, y, z
+      PREV[i] = fig
+      return
+    end
+  end
+  if r[2] then PREV[i] = 1 end
+  st[p], st[p + 1], st[p + 2], st[p + 3] = r[2], fig, r[3], r[4]
+end
+
 -- rescale rewrites in st, as a state of the limit's figures, the state of
 -- every counter limit stored under other figures, as rescale in
 -- algorithm.go does, noting each in fixed.
 local function rescale()
-  fixed = nil
   local ps = pos
   for i = 1, n do
     local v = 8 * i - 8
@@ -244,10 +338,8 @@ local function rescale()
       local code = V[v + 1]
       local fig, W, L = st[p + 1], V[v + 3], V[v + 2]
       local a, y0, z0 = tonumber(st[p]), tonumber(st[p + 2]), tonumber(st[p + 3])
-      local old = ''
       if fig then
         local oc, ow, ol = string.match(fig, '^(%a+):(%d+):(%d+):')
-        old = oc
         ow, ol = tonumber(ow), tonumber(ol)
         local kc = code
         if kc == 'lq' then kc = 'lb' end
@@ -280,8 +372,6 @@ local function rescale()
       elseif code == 'swc' then
         st[p + 2], st[p + 3] = a and y0 or false, a and z0 or false
       end
-      fixed = fixed or {}
-      fixed[i] = old
     end
   end
 end
@@ -518,171 +608,138 @@ local function write_log(i)
   call('PEXPIRE', lk, max(1, ceil(W / 1000)))
 end
 
--- drop deletes the fields of limit field f that its state, stored under
--- algorithm old and now of algorithm code, no longer uses: only after an
--- edit to another algorithm, so a tier edited in place leaves nothing stale.
-local function drop(f, old, code)
-  if old == 'swc' and code ~= 'swc' then
-    if TWO[code] then
-      call('HDEL', K, f .. ':-')
-    else
-      call('HDEL', K, f .. ':+', f .. ':-')
+-- put stages in HS from m on limit i's record of state x, y, z and TTL
+-- mark e, and returns the new end of HS. A limit whose record was missing
+-- gets its figures pointer written beside it, and what it was read from
+-- deleted (so an edited tier keeps one record).
+local function put(m, i, x, y, z, e)
+  HS[m + 1], HS[m + 2] = NR[i], record(i, x, y, z, e)
+  m = m + 2
+  if fixed and fixed[i] then
+    HS[m + 1], HS[m + 2] = NH[i], V[8 * i - 1]
+    m = m + 2
+    local pv = PREV[i]
+    if pv == 1 then
+      local f = V[8 * i - 2]
+      call('HDEL', K, f, f .. ':+', f .. ':-', 'e')
+    elseif pv then
+      call('HDEL', K, V[8 * i - 2] .. '@' .. pv)
     end
-  elseif TWO[old] and not TWO[code] and code ~= 'swc' then
-    call('HDEL', K, f .. ':+')
+    PREV[i] = nil
   end
+  return m
+end
+
+-- expire moves the hash's TTL to ttl (us) unless it runs later already.
+-- fresh says a record written was missing, and the hash may be new: a key
+-- without a TTL is one GT never sets (Redis >= 7.0 for both flags).
+local function expire(ttl, fresh)
+  local ms = max(1, ceil((ttl - now) / 1000))
+  if fresh and call('PEXPIRE', K, ms, 'NX') == 1 then return end
+  call('PEXPIRE', K, ms, 'GT')
 end
 
 -- keep writes back, after a rejection, the rescaled states noted in fixed,
 -- moving the hash's TTL as a write of them would.
 local function keep()
-  local hs, m, need, ttl = {'HSET', K}, 2, e, e
-  for i, old in pairs(fixed) do
+  local ttl = 0
+  for i in pairs(fixed) do
     local v = 8 * i - 8
-    local code, f, W, p = V[v + 1], V[v + 6], V[v + 3], pos and pos[i] or 2
+    local code, W, p = V[v + 1], V[v + 3], pos and pos[i] or 2
     local a = tonumber(st[p])
     if a then
-      hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f, a, f .. ':#', V[v + 7]
-      m = m + 4
       local exp = a
       if TWO[code] then
-        hs[m + 1], hs[m + 2] = f .. ':+', st[p + 2]
-        m = m + 2
         exp = (a + 1) * W
         if code ~= 'fw' then exp = a + W end -- a quota's start and span
       elseif code == 'swc' then
-        hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f .. ':+', st[p + 2], f .. ':-', st[p + 3]
-        m = m + 4
         exp = (a + 2) * W
       end
-      if exp > need then need = exp end
       if exp + W > ttl then ttl = exp + W end
-      drop(f, old, code)
-    elseif old ~= '' then
-      call('HDEL', K, f, f .. ':#', f .. ':+', f .. ':-')
     end
   end
-  if m == 2 then return end
-  if need > e then
-    ttl = ceil(ttl)
-    hs[m + 1], hs[m + 2] = 'e', ttl
-    call(unpack(hs))
-    call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000)))
-  else
-    call(unpack(hs))
+  if ttl == 0 then return end
+  ttl = ceil(ttl)
+  local m = 2
+  HS[2] = K
+  for i in pairs(fixed) do
+    local p = pos and pos[i] or 2
+    local a = tonumber(st[p])
+    if a then m = put(m, i, a, tonumber(st[p + 2]), tonumber(st[p + 3]), ttl) end
   end
+  call(unpack(HS, 1, m))
+  expire(ttl, true)
 end
 
 -- decide decides the current request and appends its values to out. It is
 -- one function, not several: Redis runs the script's body on every call, so
 -- every function defined here is a closure built per call.
 local function decide()
-  -- Read every counter state with one HMGET into st (st[1] is 'e'), and for
-  -- several limits note in pos where each one's state is. One limit, the
-  -- common case, builds no table: its position is 2 (a counter) or KB + 1
-  -- (a log) either way.
+  -- Read every counter limit's record with one HGET (one limit, the common
+  -- case, which builds no table: its state is at 2) or HMGET into st, at
+  -- pos[i] for limit i (a sliding log's pos[i] is its key's index).
+  fixed = nil
+  st = ST
   if n == 1 then
     pos = nil
-    local code, f = V[1], V[6]
-    if TWO[code] then
-      st = call('HMGET', K, 'e', f, NH[1], NP[1])
-    elseif code == 'swc' then
-      st = call('HMGET', K, 'e', f, NH[1], NP[1], NM[1])
-    elseif code ~= 'swl' then
-      st = call('HMGET', K, 'e', f, NH[1])
-    else
-      st = {false}
-    end
-  elseif same then
-    -- the previous request's limits: its field list and positions stand
-    HM[2] = K
-    pos = POS
-    if hmn > 3 then st = call(unpack(HM, 1, hmn)) else st = {false} end
+    if V[1] ~= 'swl' then load(1, 2, call('HGET', K, NR[1])) end
   else
-    -- m counts HM's entries: the length operator costs a search per use.
-    local m = 3
-    local l = 0
-    HM[2] = K
     pos = POS
-    for i = 1, n do
-      local code, f = V[8 * i - 7], V[8 * i - 2]
-      if code == 'swl' then
-        l = l + 1
-        pos[i] = KB + l
-      else
-        pos[i] = m - 1
-        HM[m + 1] = f
-        HM[m + 2] = NH[i]
-        m = m + 2
-        if TWO[code] then
+    if not same then
+      -- m counts HM's entries: the length operator costs a search per use.
+      local m, l = 2, 0
+      for i = 1, n do
+        if V[8 * i - 7] == 'swl' then
+          l = l + 1
+          POS[i] = KB + l
+        else
+          POS[i] = 4 * i - 2
           m = m + 1
-          HM[m] = NP[i]
-        elseif code == 'swc' then
-          HM[m + 1] = NP[i]
-          HM[m + 2] = NM[i]
-          m = m + 2
+          HM[m] = NR[i]
+        end
+      end
+      hmn = m
+    end
+    if hmn > 2 then
+      HM[2] = K
+      local r = call(unpack(HM, 1, hmn))
+      local c = 0
+      for i = 1, n do
+        if V[8 * i - 7] ~= 'swl' then
+          c = c + 1
+          load(i, POS[i], r[c])
         end
       end
     end
-    hmn = m
-    if m > 3 then st = call(unpack(HM, 1, m)) else st = {false} end
   end
-  -- The hash's TTL runs a window past the latest state's expiry and is
-  -- renewed only when an expiry passes the one it was last set to (field 'e').
-  e = st[1]
-  e = e and e + 0 or 0
   rescale()
 
+  -- The hash's TTL runs a window past the latest state's expiry. Each
+  -- record carries the TTL last set when it was written (its mark, E), and
+  -- the TTL moves, with PEXPIRE GT, only when a state written expires past
+  -- its record's mark: a PEXPIRE costs more than the HSET.
   if n == 1 and k == 1 then
     -- One limit, one request: no table built.
     local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
     local fx = fixed and fixed[1]
     local delay = 0
     if ok and consume then
-      local code, f = V[1], V[6]
-      if code == 'swl' then
+      if V[1] == 'swl' then
         write_log(1)
       else
-        if code == 'lq' then delay = wait end
-        local ttl = nil
-        if exp > e then ttl = ceil(exp + V[3]) end
-        if fx then
-          -- new figures (an edit, or fresh state): written with the state
-          local hs = {'HSET', K, f, x, NH[1], V[7]}
-          if TWO[code] then
-            hs[7], hs[8] = NP[1], y
-          elseif code == 'swc' then
-            hs[7], hs[8], hs[9], hs[10] = NP[1], y, NM[1], z
-          end
-          if ttl then
-            local h = #hs
-            hs[h + 1], hs[h + 2] = 'e', ttl
-          end
-          call(unpack(hs))
-          drop(f, fx, code)
-        elseif TWO[code] then
-          -- (within a window only the count moves: one field, not two)
-          if ttl then
-            call('HSET', K, f, x, NP[1], y, 'e', ttl)
-          elseif x == st[2] then
-            call('HSET', K, NP[1], y)
-          else
-            call('HSET', K, f, x, NP[1], y)
-          end
-        elseif code == 'swc' then
-          if ttl then
-            call('HSET', K, f, x, NP[1], y, NM[1], z, 'e', ttl)
-          elseif x == st[2] and z == st[4] then
-            call('HSET', K, NP[1], y)
-          else
-            call('HSET', K, f, x, NP[1], y, NM[1], z)
-          end
-        elseif ttl then
-          call('HSET', K, f, x, 'e', ttl)
-        else
-          call('HSET', K, f, x)
+        if V[1] == 'lq' then delay = wait end
+        local e, ttl = E[2], nil
+        if exp > e then
+          ttl = ceil(exp + V[3])
+          e = ttl
         end
-        if ttl then call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000))) end
+        if fx then
+          HS[2] = K
+          call(unpack(HS, 1, put(2, 1, x, y, z, e)))
+        else
+          call('HSET', K, NR[1], record(1, x, y, z, e))
+        end
+        if ttl then expire(ttl, fx) end
       end
     end
     if fx and consume and not ok then keep() end
@@ -697,15 +754,10 @@ local function decide()
   if k == 1 and not fixed and LOGS == 0 then
     -- Several counter limits, one request, none edited (the common
     -- multi-layer case): one pass decides every layer into out and stages
-    -- the fields that change in HS, sent only when every layer admits (all
-    -- or nothing), so st stays as read for a rejection's second look. The
-    -- general path below (results in R, a write pass, a field pass) runs
-    -- 1,072 Lua instructions for a 3-layer decision, this one 666 (counted
-    -- by a debug.sethook count hook around the script on a fake Redis);
-    -- script time per decision 11.0 -> 8.5 us alternating with the former
-    -- script call by call (SCRIPT_AB, load 7).
-    local allowed, delay, need, ttl, m, ob = true, 0, e, e, 2, o + 2
-    HS[2] = K
+    -- the records that change in SX (limit, state), written only when
+    -- every layer admits (all or nothing), so st stays as read for a
+    -- rejection's second look.
+    local allowed, delay, move, ttl, m, ob = true, 0, false, 0, 0, o + 2
     for i = 1, n do
       local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
       out[ob + 1], out[ob + 2], out[ob + 3], out[ob + 4] = ok and 1 or 0, rem, reset, retry
@@ -715,44 +767,35 @@ local function decide()
         -- nothing, as if it had rejected
         if V[8 * i] ~= 1 then allowed = false end
       elseif consume and allowed then
-        -- st holds numbers here (layer parsed them): a field whose value
-        -- stays is not written (a window's index moves once a window)
+        -- st holds numbers here (layer parsed them): a record whose state
+        -- and mark stay is not written
         local v, p = 8 * i - 8, POS[i]
-        local code = V[v + 1]
-        if x ~= st[p] then
-          HS[m + 1], HS[m + 2] = V[v + 6], x
-          m = m + 2
+        local mv = exp > E[p]
+        if mv or x ~= st[p] or y ~= st[p + 2] or z ~= st[p + 3] then
+          SX[m + 1], SX[m + 2], SX[m + 3], SX[m + 4] = i, x, y, z
+          m = m + 4
+          if mv then move = true end
         end
-        if TWO[code] then
-          if y ~= st[p + 2] then
-            HS[m + 1], HS[m + 2] = NP[i], y
-            m = m + 2
-          end
-        elseif code == 'swc' then
-          if y ~= st[p + 2] then
-            HS[m + 1], HS[m + 2] = NP[i], y
-            m = m + 2
-          end
-          if z ~= st[p + 3] then
-            HS[m + 1], HS[m + 2] = NM[i], z
-            m = m + 2
-          end
-        elseif code == 'lq' and wait > delay then
-          delay = wait
-        end
-        if exp > need then need = exp end
+        if V[v + 1] == 'lq' and wait > delay then delay = wait end
         exp = exp + V[v + 3]
         if exp > ttl then ttl = exp end
       end
     end
     if consume and allowed then
-      if need > e then
-        ttl = ceil(ttl)
-        HS[m + 1], HS[m + 2] = 'e', ttl
-        call(unpack(HS, 1, m + 2))
-        call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000)))
-      elseif m > 2 then
-        call(unpack(HS, 1, m))
+      if m > 0 then
+        local e
+        if move then
+          ttl = ceil(ttl)
+          e = ttl
+        end
+        local h = 2
+        HS[2] = K
+        for j = 1, m, 4 do
+          local i = SX[j]
+          h = put(h, i, SX[j + 1], SX[j + 2], SX[j + 3], e or E[POS[i]])
+        end
+        call(unpack(HS, 1, h))
+        if move then expire(ttl, false) end
       end
     elseif consume then
       -- All or nothing: layers that would have admitted report untouched
@@ -776,7 +819,7 @@ local function decide()
   -- each request's results go in R. A coalesced request updates st in place after
   -- each admission, so request j sees requests 1..j-1, and the state is
   -- written once at the end; a single one writes what its layers returned.
-  local written, need, ttl = false, e, e
+  local written, move, ttl = false, false, 0
   for j = 1, k do
     local allowed, delay = true, 0
     for i = 1, n do
@@ -796,20 +839,15 @@ local function decide()
         elseif code == 'swl' then
           write_log(i)
         else
-          -- st holds numbers here (layer parsed them): a field whose value
-          -- stays is not written (a window's index moves once a window)
+          -- st holds numbers here (layer parsed them): a record whose
+          -- state and mark stay is not written
           local p = pos and pos[i] or 2
           if st[p] ~= R[b + 6] then st[p], DIRTY[p] = R[b + 6], true end
-          if TWO[code] then
-            if st[p + 2] ~= R[b + 7] then st[p + 2], DIRTY[p + 2] = R[b + 7], true end
-          elseif code == 'swc' then
-            if st[p + 2] ~= R[b + 7] then st[p + 2], DIRTY[p + 2] = R[b + 7], true end
-            if st[p + 3] ~= R[b + 8] then st[p + 3], DIRTY[p + 3] = R[b + 8], true end
-          elseif code == 'lq' and R[b + 5] > delay then
-            delay = R[b + 5]
-          end
+          if st[p + 2] ~= R[b + 7] then st[p + 2], DIRTY[p] = R[b + 7], true end
+          if st[p + 3] ~= R[b + 8] then st[p + 3], DIRTY[p] = R[b + 8], true end
+          if code == 'lq' and R[b + 5] > delay then delay = R[b + 5] end
           local exp = R[b + 9]
-          if exp > need then need = exp end
+          if exp > E[p] then move, DIRTY[p] = true, true end
           exp = exp + V[8 * i - 5]
           if exp > ttl then ttl = exp end
           written = true
@@ -853,52 +891,28 @@ local function decide()
     return
   end
 
-  -- One HSET for every counter field that changed (all of a rescaled
-  -- limit's), moving the hash's TTL when need passes e.
-  local m = 2
+  -- One HSET for every record that changed (every one that was missing),
+  -- marked with the TTL it moves to, if it moves.
+  local m, e, fresh = 2, nil, false
+  if move then
+    ttl = ceil(ttl)
+    e = ttl
+  end
   HS[2] = K
   for i = 1, n do
-    local code, p = V[8 * i - 7], pos and pos[i] or 2
+    local p = pos and pos[i] or 2
     -- (a shadow limit that rejected on fresh state has none to write)
-    if code ~= 'swl' and st[p] then
+    if V[8 * i - 7] ~= 'swl' and st[p] then
       local fx = fixed and fixed[i]
       if fx or DIRTY[p] then
-        HS[m + 1], HS[m + 2] = V[8 * i - 2], st[p]
-        m = m + 2
-      end
-      if fx then
-        HS[m + 1], HS[m + 2] = NH[i], V[8 * i - 1]
-        m = m + 2
+        m = put(m, i, st[p], st[p + 2], st[p + 3], e or E[p])
+        if fx then fresh = true end
       end
       DIRTY[p] = nil
-      if TWO[code] or code == 'swc' then
-        if fx or DIRTY[p + 2] then
-          HS[m + 1], HS[m + 2] = NP[i], st[p + 2]
-          m = m + 2
-        end
-        DIRTY[p + 2] = nil
-        if code == 'swc' then
-          if fx or DIRTY[p + 3] then
-            HS[m + 1], HS[m + 2] = NM[i], st[p + 3]
-            m = m + 2
-          end
-          DIRTY[p + 3] = nil
-        end
-      end
     end
   end
-  if need > e then
-    ttl = ceil(ttl)
-    HS[m + 1], HS[m + 2] = 'e', ttl
-    m = m + 2
-    call(unpack(HS, 1, m))
-    call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000)))
-  elseif m > 2 then
-    call(unpack(HS, 1, m))
-  end
-  if fixed then
-    for i, old in pairs(fixed) do drop(V[8 * i - 2], old, V[8 * i - 7]) end
-  end
+  if m > 2 then call(unpack(HS, 1, m)) end
+  if move then expire(ttl, fresh) end
 end
 
 local m = tonumber(ARGV[2])
@@ -908,7 +922,7 @@ for j = 1, m do
   D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8] =
     ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a], ARGV[a + 6], ARGV[a + 7] + 0
   local f = ARGV[a]
-  DH[j], DP[j], DM[j] = f .. ':#', f .. ':+', f .. ':-'
+  DR[j], DH[j] = f .. '@' .. ARGV[a + 6], f .. ':#'
 end
 
 local nargs, nkeys = #ARGV, #KEYS
@@ -954,7 +968,7 @@ while (uniform and q <= nkeys) or (not uniform and p <= nargs) do
         local j = ARGV[p + 1 + i] + 0
         local d, v = 8 * j - 8, 8 * i - 8
         V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6], V[v + 7], V[v + 8] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8]
-        NH[i], NP[i], NM[i] = DH[j], DP[j], DM[j]
+        NR[i], NH[i] = DR[j], DH[j]
         if D[d + 1] == 'swl' then logs = logs + 1 end
         if mode == 'f' then
           -- A charge counts consumption made elsewhere (another region)

@@ -1,0 +1,159 @@
+package enforce
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRedisStateOfFormerLayoutGoesOn runs a subject's requests on main's
+// script of before records (testdata/decide_main.lua: fields F, F:+, F:-,
+// F:# and 'e'), then on the current one, beside a memory store given the
+// same requests: every decision after the switch must be the memory
+// store's, so no count is lost in a deploy, whether the limit stays or is
+// edited at the switch (its state rescaled from the former layout). Once a
+// limit is written again, none of the former layout's fields is left.
+func TestRedisStateOfFormerLayoutGoesOn(t *testing.T) {
+	old, err := os.ReadFile("testdata/decide_main.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const s = time.Second
+	cases := []struct {
+		name         string
+		before, then []Limit
+	}{
+		{"TokenBucket", []Limit{{Name: "tb", Algorithm: TokenBucket, Limit: 8, Window: 4 * s, Burst: 4}}, nil},
+		{"LeakyBucket", []Limit{{Name: "lb", Algorithm: LeakyBucket, Limit: 8, Window: 4 * s, Burst: 3}}, nil},
+		{"FixedWindow", []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 6, Window: 5 * s}}, nil},
+		{"SlidingCounter", []Limit{{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 6, Window: 5 * s}}, nil},
+		{"Quota", []Limit{{Name: "q", Algorithm: Quota, Period: PeriodDay, Limit: 40}}, nil},
+		{"ThreeLayers", []Limit{
+			{Name: "tb", Algorithm: TokenBucket, Limit: 10, Window: 4 * s, Burst: 5},
+			{Name: "fw", Algorithm: FixedWindow, Limit: 9, Window: 5 * s},
+			{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 8, Window: 6 * s}}, nil},
+		{"EditedAtTheSwitch", []Limit{
+			{Name: "tb", Algorithm: TokenBucket, Limit: 8, Window: 4 * s, Burst: 4},
+			{Name: "fw", Algorithm: FixedWindow, Limit: 6, Window: 5 * s}}, []Limit{
+			{Name: "tb", Algorithm: TokenBucket, Limit: 16, Window: 4 * s, Burst: 6},
+			{Name: "fw", Algorithm: FixedWindow, Limit: 4, Window: 5 * s}}},
+		{"EditedAloneAtTheSwitch", []Limit{{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 6, Window: 5 * s}},
+			[]Limit{{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 9, Window: 5 * s}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newFakeClock()
+			client, prefix := newTestRedis(t)
+			red := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+			mem := NewMemoryStore(MemoryOptions{Now: clock.Now})
+			current := red.sha
+			if red.sha, err = client.ScriptLoad(ctx, string(old)).Result(); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(7, 0))
+			limits := tc.before
+			rejected := [2]int{}
+			for i := range 120 {
+				if i == 60 {
+					red.sha = current
+					if tc.then != nil {
+						limits = tc.then
+					}
+				}
+				clock.Set(clock.Now().Add(time.Duration(rng.IntN(400)) * time.Millisecond))
+				req := Request{Subject: "migrating", Limits: limits}
+				want, err := mem.Allow(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := red.Allow(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g, w := decisionText(got), decisionText(want); g != w {
+					t.Fatalf("request %d: Redis %s, memory %s", i, g, w)
+				}
+				if !got.Allowed {
+					rejected[i/60]++
+				}
+			}
+			if rejected[0] == 0 || rejected[1] == 0 {
+				t.Fatalf("rejections before and after the switch %v: the requests never reached the limits", rejected)
+			}
+			fields, err := client.HKeys(ctx, prefix+"{migrating}").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fields {
+				if !strings.Contains(f, "@") && !strings.HasSuffix(f, ":#") {
+					t.Errorf("field %q of the former layout left in %v", f, fields)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisQuotaAdjustOnFormerLayout grants units of a quota whose count
+// main's script wrote (the layout before records), as the memory store
+// does: the count stands and the grant comes off it.
+func TestRedisQuotaAdjustOnFormerLayout(t *testing.T) {
+	old, err := os.ReadFile("testdata/decide_main.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	clock := newFakeClock()
+	client, prefix := newTestRedis(t)
+	red := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+	mem := NewMemoryStore(MemoryOptions{Now: clock.Now})
+	current := red.sha
+	if red.sha, err = client.ScriptLoad(ctx, string(old)).Result(); err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Subject: "granted", Limits: []Limit{{Name: "q", Algorithm: Quota, Period: PeriodDay, Limit: 5}}}
+	for range 4 {
+		for _, st := range []Store{mem, red} {
+			if _, err := st.Allow(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	red.sha = current
+	want, err := mem.GrantQuota(ctx, req, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := red.GrantQuota(ctx, req, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Remaining != 4 || got != want {
+		t.Fatalf("after the grant: Redis %+v, memory %+v (want 4 remaining)", got, want)
+	}
+	for i := range 5 {
+		w, _ := mem.Allow(ctx, req)
+		g, err := red.Allow(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if decisionText(g) != decisionText(w) {
+			t.Fatalf("request %d after the grant: Redis %s, memory %s", i, decisionText(g), decisionText(w))
+		}
+	}
+}
+
+// decisionText is what a caller sees of d: allowed, delay, and each
+// layer's outcome, remaining, reset and retry.
+func decisionText(d Decision) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "allowed=%v delay=%s", d.Allowed, d.Delay)
+	for _, l := range d.Layers {
+		fmt.Fprintf(&b, " [%s %v %d %s %s]", l.Limit.Name, l.Allowed, l.Remaining, l.ResetAfter, l.RetryAfter)
+	}
+	return b.String()
+}
