@@ -152,6 +152,8 @@ end
 -- PREV[i] then says what to delete once it is written: 1 for the former
 -- layout's fields, or the figures of the record it came from.
 local KB, K, n, consume, k, st, pos, fixed
+-- VW is the longest window of the request's limits.
+local VW = 0
 -- LOGS counts the request's sliding logs.
 local LOGS = 0
 -- same is set when the request's limits are the previous request's (a
@@ -290,15 +292,11 @@ local function record(i, x, y, z, e)
   return pack('<dd', x, e)
 end
 
--- load puts in st at p counter limit i's state from its record r, as read;
--- or, when it has none (a new subject, an edited limit, a hash the
--- script's former layout wrote), what old finds.
-local function load(i, p, r)
-  if r then
-    st[p], st[p + 2], st[p + 3], E[p] = decode(V[8 * i - 7], r)
-    st[p + 1] = V[8 * i - 1]
-    return
-  end
+-- load puts in st at p the state of counter limit i, whose record is
+-- missing (a new subject, an edited limit, a hash the script's former
+-- layout wrote), from where it was before, as read: rescale then makes it
+-- a state of the limit's figures.
+local function load(i, p)
   -- old: the figures pointer F:# names the record the limit had under its
   -- former figures; failing that, the fields F, F:+, F:- (and F:#) are the
   -- layout before records, whose state goes on as it was (a deploy loses
@@ -324,54 +322,53 @@ local function load(i, p, r)
   st[p], st[p + 1], st[p + 2], st[p + 3] = r[2], fig, r[3], r[4]
 end
 
--- rescale rewrites in st, as a state of the limit's figures, the state of
--- every counter limit stored under other figures, as rescale in
--- algorithm.go does, noting each in fixed.
+-- rescale rewrites in st, as numbers and a state of the limit's figures,
+-- the state of every counter limit in fixed (whose record was missing), as
+-- rescale in algorithm.go does when it was stored under other figures.
 local function rescale()
-  local ps = pos
-  for i = 1, n do
+  for i in pairs(fixed) do
     local v = 8 * i - 8
-    local p = ps and ps[i] or 2
-    -- the figures first: they match but after an edit (a sliding log's p
-    -- is a key's, and its st[p + 1] whatever comes)
-    if st[p + 1] ~= V[v + 7] and V[v + 1] ~= 'swl' then
-      local code = V[v + 1]
-      local fig, W, L = st[p + 1], V[v + 3], V[v + 2]
-      local a, y0, z0 = tonumber(st[p]), tonumber(st[p + 2]), tonumber(st[p + 3])
-      if fig then
-        local oc, ow, ol = string.match(fig, '^(%a+):(%d+):(%d+):')
-        ow, ol = tonumber(ow), tonumber(ol)
-        local kc = code
-        if kc == 'lq' then kc = 'lb' end
-        if a == nil then
-          -- no state to rescale
-        elseif oc ~= kc then
-          a = nil
-        elseif TWO[kc] and kc ~= 'fw' then
-          -- a quota of the same period: its count stands against the new limit
-        elseif kc == 'fw' or kc == 'swc' then
-          if ow ~= W then
-            local idx = floor(now / ow)
-            if a == idx or a == idx + 1 then
-              a = floor(now / W)
-            elseif a == idx - 1 and kc == 'swc' then
-              a, y0, z0 = floor(now / W), 0, y0
-            else
-              a = nil
-            end
-          end
-        elseif (ow ~= W or ol ~= L) and a > now then
-          a = now + (a - now) / (ow / ol) * (W / L)
-        end
-      else
+    local p = pos and pos[i] or 2
+    local code = V[v + 1]
+    local fig, W, L = st[p + 1], V[v + 3], V[v + 2]
+    local a, y0, z0 = tonumber(st[p]), tonumber(st[p + 2]), tonumber(st[p + 3])
+    if fig == V[v + 7] then
+      -- the layout before records, under these figures: as it is
+    elseif fig then
+      local oc, ow, ol = string.match(fig, '^(%a+):(%d+):(%d+):')
+      ow, ol = tonumber(ow), tonumber(ol)
+      local kc = code
+      if kc == 'lq' then kc = 'lb' end
+      if a == nil then
+        -- no state to rescale
+      elseif oc ~= kc then
         a = nil
+      elseif TWO[kc] and kc ~= 'fw' then
+        -- a quota of the same period: its count stands against the new limit
+      elseif kc == 'fw' or kc == 'swc' then
+        if ow ~= W then
+          local idx = floor(now / ow)
+          if a == idx or a == idx + 1 then
+            a = floor(now / W)
+          elseif a == idx - 1 and kc == 'swc' then
+            a, y0, z0 = floor(now / W), 0, y0
+          else
+            a = nil
+          end
+        end
+      elseif (ow ~= W or ol ~= L) and a > now then
+        a = now + (a - now) / (ow / ol) * (W / L)
       end
-      st[p], st[p + 1] = a or false, V[v + 7]
-      if TWO[code] then
-        st[p + 2] = a and y0 or false
-      elseif code == 'swc' then
-        st[p + 2], st[p + 3] = a and y0 or false, a and z0 or false
-      end
+    else
+      a = nil
+    end
+    st[p], st[p + 1] = a or false, V[v + 7]
+    if TWO[code] then
+      st[p + 2], st[p + 3] = a and y0 or false, nil
+    elseif code == 'swc' then
+      st[p + 2], st[p + 3] = a and y0 or false, a and z0 or false
+    else
+      st[p + 2], st[p + 3] = nil, nil
     end
   end
 end
@@ -386,34 +383,9 @@ local function layer(i, commit)
   -- a counter's state: a (tat or window index), y0 and z0 (counts)
   local a, y0, z0
   if code ~= 'swl' then
-    -- parsed once: the numbers replace the strings in st, so a coalesced
-    -- request's later calls, and the write's comparison, take no strtod;
-    -- by arithmetic, which on Redis's Lua costs 70 - 200 ns a string
-    -- against 160 - 300 for tonumber (7 per 3-layer decision: 12.75 ->
-    -- 11.72 us a decision, 1 layer 5.44 -> 5.13, SCRIPT_AB, load 6)
+    -- numbers: a record's, or those rescale converted
     local p = pos and pos[i] or 2
-    a = st[p]
-    if a then
-      a = a + 0
-      st[p] = a
-    end
-    if TWO[code] then
-      y0 = st[p + 2]
-      if y0 then
-        y0 = y0 + 0
-        st[p + 2] = y0
-      end
-    elseif code == 'swc' then
-      y0, z0 = st[p + 2], st[p + 3]
-      if y0 then
-        y0 = y0 + 0
-        st[p + 2] = y0
-      end
-      if z0 then
-        z0 = z0 + 0
-        st[p + 3] = z0
-      end
-    end
+    a, y0, z0 = st[p], st[p + 2], st[p + 3]
   end
   if code == 'tb' or code == 'lb' or code == 'lq' then
     local tat = a
@@ -682,7 +654,22 @@ local function decide()
   st = ST
   if n == 1 then
     pos = nil
-    if V[1] ~= 'swl' then load(1, 2, call('HGET', K, NR[1])) end
+    local code = V[1]
+    if code ~= 'swl' then
+      -- (decode inlined here and below: two Lua calls a limit)
+      local r = call('HGET', K, NR[1])
+      if not r then
+        load(1, 2)
+      elseif code == 'swc' then
+        st[2], st[4], st[5], E[2] = sunpack('<dddd', r)
+      elseif TWO[code] then
+        st[2], st[4], E[2] = sunpack('<ddd', r)
+        st[5] = nil
+      else
+        st[2], E[2] = sunpack('<dd', r)
+        st[4], st[5] = nil, nil
+      end
+    end
   else
     pos = POS
     if not same then
@@ -705,14 +692,26 @@ local function decide()
       local r = call(unpack(HM, 1, hmn))
       local c = 0
       for i = 1, n do
-        if V[8 * i - 7] ~= 'swl' then
+        local code = V[8 * i - 7]
+        if code ~= 'swl' then
           c = c + 1
-          load(i, POS[i], r[c])
+          local rr, p = r[c], POS[i]
+          if not rr then
+            load(i, p)
+          elseif code == 'swc' then
+            st[p], st[p + 2], st[p + 3], E[p] = sunpack('<dddd', rr)
+          elseif TWO[code] then
+            st[p], st[p + 2], E[p] = sunpack('<ddd', rr)
+            st[p + 3] = nil
+          else
+            st[p], E[p] = sunpack('<dd', rr)
+            st[p + 2], st[p + 3] = nil, nil
+          end
         end
       end
     end
   end
-  rescale()
+  if fixed then rescale() end
 
   -- The hash's TTL runs a window past the latest state's expiry. Each
   -- record carries the TTL last set when it was written (its mark, E), and
@@ -754,10 +753,13 @@ local function decide()
   if k == 1 and not fixed and LOGS == 0 then
     -- Several counter limits, one request, none edited (the common
     -- multi-layer case): one pass decides every layer into out and stages
-    -- the records that change in SX (limit, state), written only when
-    -- every layer admits (all or nothing), so st stays as read for a
-    -- rejection's second look.
-    local allowed, delay, move, ttl, m, ob = true, 0, false, 0, 0, o + 2
+    -- the records that change in HS, sent only when every layer admits
+    -- (all or nothing), so st stays as read for a rejection's second look.
+    -- A record whose state outlives its mark is marked a window (the
+    -- request's longest, VW) past it, and the hash's TTL moves to the
+    -- latest such mark, ttl.
+    local allowed, delay, ttl, m, ob = true, 0, 0, 2, o + 2
+    HS[2] = K
     for i = 1, n do
       local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
       out[ob + 1], out[ob + 2], out[ob + 3], out[ob + 4] = ok and 1 or 0, rem, reset, retry
@@ -767,36 +769,30 @@ local function decide()
         -- nothing, as if it had rejected
         if V[8 * i] ~= 1 then allowed = false end
       elseif consume and allowed then
-        -- st holds numbers here (layer parsed them): a record whose state
-        -- and mark stay is not written
         local v, p = 8 * i - 8, POS[i]
-        local mv = exp > E[p]
-        if mv or x ~= st[p] or y ~= st[p + 2] or z ~= st[p + 3] then
-          SX[m + 1], SX[m + 2], SX[m + 3], SX[m + 4] = i, x, y, z
-          m = m + 4
-          if mv then move = true end
+        local code, e = V[v + 1], E[p]
+        if exp > e then
+          e = ceil(exp + VW)
+          if e > ttl then ttl = e end
         end
-        if V[v + 1] == 'lq' and wait > delay then delay = wait end
-        exp = exp + V[v + 3]
-        if exp > ttl then ttl = exp end
+        -- (a record whose state and mark stay is not written)
+        if e ~= E[p] or x ~= st[p] or y ~= st[p + 2] or z ~= st[p + 3] then
+          if code == 'swc' then
+            HS[m + 2] = pack('<dddd', x, y, z, e)
+          elseif TWO[code] then
+            HS[m + 2] = pack('<ddd', x, y, e)
+          else
+            HS[m + 2] = pack('<dd', x, e)
+          end
+          HS[m + 1] = NR[i]
+          m = m + 2
+        end
+        if code == 'lq' and wait > delay then delay = wait end
       end
     end
     if consume and allowed then
-      if m > 0 then
-        local e
-        if move then
-          ttl = ceil(ttl)
-          e = ttl
-        end
-        local h = 2
-        HS[2] = K
-        for j = 1, m, 4 do
-          local i = SX[j]
-          h = put(h, i, SX[j + 1], SX[j + 2], SX[j + 3], e or E[POS[i]])
-        end
-        call(unpack(HS, 1, h))
-        if move then expire(ttl, false) end
-      end
+      if m > 2 then call(unpack(HS, 1, m)) end
+      if ttl > 0 then expire(ttl, false) end
     elseif consume then
       -- All or nothing: layers that would have admitted report untouched
       -- state.
@@ -964,9 +960,11 @@ while (uniform and q <= nkeys) or (not uniform and p <= nargs) do
     -- the request's limits into V, counting its sliding logs, each two keys
     -- after its hash
     if not same then
+      VW = 0
       for i = 1, n do
         local j = ARGV[p + 1 + i] + 0
         local d, v = 8 * j - 8, 8 * i - 8
+        if D[d + 3] > VW then VW = D[d + 3] end
         V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6], V[v + 7], V[v + 8] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8]
         NR[i], NH[i] = DR[j], DH[j]
         if D[d + 1] == 'swl' then logs = logs + 1 end
