@@ -157,3 +157,68 @@ func decisionText(d Decision) string {
 	}
 	return b.String()
 }
+
+// TestRedisTTLsCoverTheState checks, after each of a subject's requests,
+// that its keys live at least a window longer than the request (every
+// state written expires at or after the request, and the script gives a
+// key a window beyond its latest state's expiry): the TTL moves only when a
+// record's mark, or the log's, no longer covers its state, with PEXPIRE GT
+// on a hash that may be new, or written by the former layout.
+func TestRedisTTLsCoverTheState(t *testing.T) {
+	old, err := os.ReadFile("testdata/decide_main.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const s = time.Second
+	limits := []Limit{
+		{Name: "tb", Algorithm: TokenBucket, Limit: 1000, Window: 2 * s},
+		{Name: "fw", Algorithm: FixedWindow, Limit: 1000, Window: 30 * s},
+		{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 1000, Window: 20 * s},
+		{Name: "log", Algorithm: SlidingWindowLog, Limit: 1000, Window: 10 * s},
+	}
+	for _, switchAt := range []int{0, 20} {
+		t.Run(fmt.Sprintf("FormerScriptFor%d", switchAt), func(t *testing.T) {
+			ttlsCoverTheState(t, old, limits, switchAt)
+		})
+	}
+}
+
+func ttlsCoverTheState(t *testing.T, old []byte, limits []Limit, switchAt int) {
+	const s = time.Second
+	ctx := context.Background()
+	clock := newFakeClock()
+	client, prefix := newTestRedis(t)
+	store := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+	current := store.sha
+	var err error
+	if store.sha, err = client.ScriptLoad(ctx, string(old)).Result(); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 0))
+	for i := range 200 {
+		if i == switchAt {
+			store.sha = current
+		}
+		clock.Set(clock.Now().Add(time.Duration(rng.IntN(3000)) * time.Millisecond))
+		// one limit, then all of them: the script's two paths
+		req := Request{Subject: "ttl", Limits: limits[:1]}
+		want := map[string]time.Duration{prefix + "{ttl}": 2 * s}
+		if i%2 == 1 {
+			req.Limits = limits
+			want = map[string]time.Duration{prefix + "{ttl}": 30 * s, prefix + "{ttl}:log:log": 10 * s}
+		}
+		if d, err := store.Allow(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v", i, d, err)
+		}
+		for key, window := range want {
+			ttl, err := client.PTTL(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (a second of slack for the real time the test takes)
+			if ttl < window-s {
+				t.Fatalf("request %d: PTTL(%s) = %s, want at least %s", i, key, ttl, window)
+			}
+		}
+	}
+}

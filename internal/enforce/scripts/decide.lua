@@ -211,10 +211,10 @@ local out, o = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
 -- time in us, 7 bytes big-endian, then the cost, 1 to 255; a cost byte of 0
 -- is followed by the cost in 8 more bytes), in chunks of at most CHUNK
 -- bytes: the open chunk 't', sealed ones under the numbers h .. s-1 (h is
--- the oldest), and 'm' the metadata, six 7-byte numbers: h, o (the head
+-- the oldest), and 'm' the metadata, seven 7-byte numbers: h, o (the head
 -- entry's offset, 1-based, in chunk h, or in 't' when h = s), s, n (the
 -- cost logged from the head on), z (the newest entry's time), a (the head
--- entry's time). 10,000 requests a minute take about 9 bytes each
+-- entry's time), x (when the log's TTL runs out; see write_log). 10,000 requests a minute take about 9 bytes each
 -- (TestSlidingLogMemory), against 137 in the sorted set this replaced:
 -- a sealed chunk of 504 bytes fills a 512-byte allocation, and costs its
 -- hash entry about 40 more.
@@ -257,12 +257,17 @@ local function entry(b, at)
   return d7(b, at), d7(b, at + 9), at + 16
 end
 
-local function pack_meta(h, o, s, n, z, a)
-  return be7(h) .. be7(o) .. be7(s) .. be7(n) .. be7(z) .. be7(a)
+local function pack_meta(h, o, s, n, z, a, x)
+  return be7(h) .. be7(o) .. be7(s) .. be7(n) .. be7(z) .. be7(a) .. be7(x)
 end
 
+-- unmeta returns the metadata's six numbers and x, the log's TTL mark
+-- (us): when the TTL last set runs out, 0 in metadata without one (the
+-- script's former six numbers, which it reads as it wrote them).
 local function unmeta(m)
-  return d7(m, 1), d7(m, 8), d7(m, 15), d7(m, 22), d7(m, 29), d7(m, 36)
+  local x = 0
+  if #m >= 49 then x = d7(m, 43) end
+  return d7(m, 1), d7(m, 8), d7(m, 15), d7(m, 22), d7(m, 29), d7(m, 36), x
 end
 
 -- decode returns the state a, y, z and the TTL mark e of a record of
@@ -478,8 +483,8 @@ local function layer(i, commit)
   local lk = KEYS[pos and pos[i] or KB + 1]
   local r = call('HMGET', lk, 'm', 't')
   local tail = r[2] or ''
-  local h, o, s, sum, z, a0 = 0, 1, 0, 0, 0, 0
-  if r[1] then h, o, s, sum, z, a0 = unmeta(r[1]) end
+  local h, o, s, sum, z, a0, x = 0, 1, 0, 0, 0, 0, 0
+  if r[1] then h, o, s, sum, z, a0, x = unmeta(r[1]) end
   local h0, cut = h, now - W
   local ch -- the head's chunk, once read
   if sum > 0 and a0 <= cut then
@@ -538,7 +543,7 @@ local function layer(i, commit)
     lg = {}
     LOG[i] = lg
   end
-  lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7] = h0, h, o, s, sum, a0, tail
+  lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7], lg[8] = h0, h, o, s, sum, a0, tail, x
   local rem = L - sum
   if ok and commit then rem = rem - c end
   return ok, max(0, rem), reset, retry, 0, nil, nil, nil, nil
@@ -552,7 +557,7 @@ local function write_log(i)
   local W, c = V[8 * i - 5], V[8 * i - 3]
   local lk = KEYS[pos and pos[i] or KB + 1]
   local lg = LOG[i]
-  local h0, h, o, s, sum, a0, tail = lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7]
+  local h0, h, o, s, sum, a0, tail, x = lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7], lg[8]
   if h > h0 then
     local hd, m = {'HDEL', lk}, 2
     for ci = h0, min(h, s) - 1 do
@@ -576,8 +581,14 @@ local function write_log(i)
   else
     tail = tail .. en
   end
-  call('HSET', lk, 't', tail, 'm', pack_meta(h, o, s, sum + c, now, a0))
-  call('PEXPIRE', lk, max(1, ceil(W / 1000)))
+  -- The log must live a window past its newest entry: its TTL is set an
+  -- eighth of a window longer than that, and moved only once the mark x
+  -- (when it runs out) no longer covers it, so at most once an eighth of a
+  -- window rather than on every request.
+  local move = now + W > x
+  if move then x = now + W + ceil(W / 8) end
+  call('HSET', lk, 't', tail, 'm', pack_meta(h, o, s, sum + c, now, a0, x))
+  if move then call('PEXPIRE', lk, max(1, ceil((x - now) / 1000))) end
 end
 
 -- put stages in HS from m on limit i's record of state x, y, z and TTL
