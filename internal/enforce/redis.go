@@ -111,9 +111,9 @@ type RedisOptions struct {
 // all of them with one HMGET and writes them with one HSET whatever the
 // layer count. A limit's record is named by the limit and the figures it
 // is of, <name>@<algorithm code>:<window µs>:<limit>:<burst>, its value the
-// state as packed doubles; <name>:# names the figures of the limit's
-// record, so a limit edited in place finds its former record, whose state
-// the script rescales at the next request (see rescale) and replaces; a
+// state as packed doubles, so a limit edited in place finds no record under
+// its new name and looks for its former record, whose state the script
+// rescales at the next request (see rescale) and replaces; a
 // PerKey limit's fields are prefixed with the request's key, <key>|<name>,
 // in the same hash; the hash's TTL runs a window past its latest state's
 // expiry. The script reads the layout before records (fields <name>,

@@ -36,15 +36,17 @@ if r then
   a, y, e = unpack('<ddd', r)
   if a == s then count = y end
 else
-  -- the record's former figures, or the layout before records: only a
-  -- count of these figures and this period stands, as in decide.lua's
-  -- rescale of a quota (the same period's count stands; here the figures
-  -- must match, as the memory store's adjust requires)
+  -- a record of other figures, or the layout before records: only a count
+  -- of these figures and this period stands, as the memory store's adjust
+  -- requires; what was there is deleted (decide.lua's load)
   fresh = true
+  local pre = f .. '@'
+  for _, key in ipairs(redis.call('HKEYS', K)) do
+    if string.sub(key, 1, #pre) == pre then redis.call('HDEL', K, key) end
+  end
   local v = redis.call('HMGET', K, f .. ':#', f, f .. ':+')
   if v[1] == fig and tonumber(v[2]) == s then count = tonumber(v[3]) or 0 end
-  if v[1] and v[1] ~= fig then redis.call('HDEL', K, f .. '@' .. v[1]) end
-  if v[2] then redis.call('HDEL', K, f, f .. ':+', f .. ':-', 'e') end
+  if v[2] then redis.call('HDEL', K, f, f .. ':+', f .. ':-', f .. ':#', 'e') end
 end
 if ARGV[3] == 'reset' then
   count = 0
@@ -54,11 +56,7 @@ end
 local until_ = tonumber(ARGV[5])
 local move = until_ > e
 if move then e = until_ end
-if fresh then
-  redis.call('HSET', K, rf, pack('<ddd', s, count, e), f .. ':#', fig)
-else
-  redis.call('HSET', K, rf, pack('<ddd', s, count, e))
-end
+redis.call('HSET', K, rf, pack('<ddd', s, count, e))
 if move then
   local ms = math.max(1, math.ceil((until_ - tonumber(ARGV[6])) / 1000))
   if not (fresh and redis.call('PEXPIRE', K, ms, 'NX') == 1) then

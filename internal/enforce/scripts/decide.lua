@@ -34,14 +34,13 @@
 -- fixed window's index and count; a sliding counter's index, current and
 -- previous counts; a quota's period start and count; and last, the record's
 -- TTL mark, the TTL (us) the hash was given when the record was last
--- written, so the hash's TTL moves only when a state outlives its mark. F..':#'
--- names the figures of the limit's record, written with a record's first
--- write: a limit edited in place (so its record under the new figures is
--- missing) has the state of its record under the former figures rescaled
--- to the new ones as rescale in algorithm.go does, and written back under
--- them with the next admitted request, when the former record is deleted.
--- The same path reads the layout before records (fields F, F..':+',
--- F..':-', F..':#' and 'e', testdata/decide_main.lua) and replaces it, so a
+-- written, so the hash's TTL moves only when a state outlives its mark. A
+-- limit edited in place finds no record under its new name (load): the
+-- state of its record under the former figures is rescaled to the new ones
+-- as rescale in algorithm.go does, and written back under them with the
+-- next admitted request, when the former record is deleted. The same path
+-- reads the layout before records (fields F, F..':+', F..':-', F..':#' and
+-- 'e', testdata/decide_main.lua) and replaces it, so a
 -- deploy loses no count. (Plan limit names hold no ':' or '@', so no
 -- limit's field is another's.) Requires Redis >= 7.0 (PEXPIRE GT, NX).
 --
@@ -160,14 +159,13 @@ local LOGS = 0
 -- batch of one plan's requests, the common case): its V, and for several
 -- limits the HMGET's field list (HM, hmn entries long) and POS, stand.
 local same, hmn
--- NR and NH hold the current request's limits' record names F@<figures>
--- and figures pointers F:#, built once per call per limit (DR, DH): a
--- concatenation hashes its result. ST (st), E, HM, HS, POS, PREV and DIRTY
+-- NR holds the current request's limits' record names F@<figures>, built
+-- once per call per limit (DR): a concatenation hashes its result. ST (st), E, HM, HS, POS, PREV and DIRTY
 -- are reused by every request: st holds four values per counter limit from
 -- pos[i] on (the state a, the figures it is of, y and z), E[pos[i]] the
 -- record's TTL mark, and DIRTY[p] marks a state that changed, to be
 -- written.
-local NR, NH, DR, DH, POS, PREV, DIRTY, ST, E, SX = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local NR, DR, POS, PREV, DIRTY, ST, E = {}, {}, {}, {}, {}, {}, {}
 local HM = {'HMGET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 local HS = {'HSET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- Records are packed little-endian doubles (struct, in Redis's Lua), which
@@ -302,29 +300,34 @@ end
 -- layout wrote), from where it was before, as read: rescale then makes it
 -- a state of the limit's figures.
 local function load(i, p)
-  -- old: the figures pointer F:# names the record the limit had under its
-  -- former figures; failing that, the fields F, F:+, F:- (and F:#) are the
-  -- layout before records, whose state goes on as it was (a deploy loses
-  -- no count). rescale then rescales whichever to the limit's figures.
+  -- The hash's fields (a few: this path runs once a limit's figures
+  -- change, not per request) hold the limit's record under its former
+  -- figures, F@<figures>, if any; failing that, F is the layout before
+  -- records (F, F:+, F:-, F:#), whose state goes on as it was (a deploy
+  -- loses no count).
   local f = V[8 * i - 2]
-  local r = call('HMGET', K, NH[i], f, f .. ':+', f .. ':-')
-  local fig = r[1]
   E[p] = 0
   fixed = fixed or {}
   fixed[i] = true
   PREV[i] = nil
-  if fig and fig ~= V[8 * i - 1] then
-    local rec = call('HGET', K, f .. '@' .. fig)
-    if rec then
-      local oc = string.match(fig, '^(%a+):')
-      local a, y, z = decode(oc, rec)
+  st[p], st[p + 1], st[p + 2], st[p + 3] = false, nil, nil, nil
+  local pre = f .. '@'
+  local np, former = #pre, false
+  for _, key in ipairs(call('HKEYS', K)) do
+    if sub(key, 1, np) == pre then
+      local fig = sub(key, np + 1)
+      local a, y, z = decode(string.match(fig, '^(%a+):'), call('HGET', K, key))
       st[p], st[p + 1], st[p + 2], st[p + 3] = a, fig, y, z
       PREV[i] = fig
       return
     end
+    if key == f then former = true end
   end
-  if r[2] then PREV[i] = 1 end
-  st[p], st[p + 1], st[p + 2], st[p + 3] = r[2], fig, r[3], r[4]
+  if former then
+    local r = call('HMGET', K, f .. ':#', f, f .. ':+', f .. ':-')
+    PREV[i] = 1
+    st[p], st[p + 1], st[p + 2], st[p + 3] = r[2], r[1], r[3], r[4]
+  end
 end
 
 -- rescale rewrites in st, as numbers and a state of the limit's figures,
@@ -593,18 +596,15 @@ end
 
 -- put stages in HS from m on limit i's record of state x, y, z and TTL
 -- mark e, and returns the new end of HS. A limit whose record was missing
--- gets its figures pointer written beside it, and what it was read from
--- deleted (so an edited tier keeps one record).
+-- has what it was read from deleted (so an edited tier keeps one record).
 local function put(m, i, x, y, z, e)
   HS[m + 1], HS[m + 2] = NR[i], record(i, x, y, z, e)
   m = m + 2
   if fixed and fixed[i] then
-    HS[m + 1], HS[m + 2] = NH[i], V[8 * i - 1]
-    m = m + 2
     local pv = PREV[i]
     if pv == 1 then
       local f = V[8 * i - 2]
-      call('HDEL', K, f, f .. ':+', f .. ':-', 'e')
+      call('HDEL', K, f, f .. ':+', f .. ':-', f .. ':#', 'e')
     elseif pv then
       call('HDEL', K, V[8 * i - 2] .. '@' .. pv)
     end
@@ -929,7 +929,7 @@ for j = 1, m do
   D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8] =
     ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a], ARGV[a + 6], ARGV[a + 7] + 0
   local f = ARGV[a]
-  DR[j], DH[j] = f .. '@' .. ARGV[a + 6], f .. ':#'
+  DR[j] = f .. '@' .. ARGV[a + 6]
 end
 
 local nargs, nkeys = #ARGV, #KEYS
@@ -977,7 +977,7 @@ while (uniform and q <= nkeys) or (not uniform and p <= nargs) do
         local d, v = 8 * j - 8, 8 * i - 8
         if D[d + 3] > VW then VW = D[d + 3] end
         V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6], V[v + 7], V[v + 8] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8]
-        NR[i], NH[i] = DR[j], DH[j]
+        NR[i] = DR[j]
         if D[d + 1] == 'swl' then logs = logs + 1 end
         if mode == 'f' then
           -- A charge counts consumption made elsewhere (another region)

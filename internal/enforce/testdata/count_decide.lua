@@ -48,6 +48,10 @@ inner = function(cmd, key, ...)
   elseif cmd == 'HGET' then
     local h = db[key] or {}
     return h[fmt(a[1])] or false
+  elseif cmd == 'HKEYS' then
+    local r = {}
+    for f in pairs(db[key] or {}) do r[#r + 1] = f end
+    return r
   elseif cmd == 'HDEL' or cmd == 'PEXPIRE' then
     return 1
   elseif cmd == 'TIME' then
