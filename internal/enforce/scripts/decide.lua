@@ -300,11 +300,11 @@ end
 -- layout wrote), from where it was before, as read: rescale then makes it
 -- a state of the limit's figures.
 local function load(i, p)
-  -- The hash's fields (a few: this path runs once a limit's figures
-  -- change, not per request) hold the limit's record under its former
-  -- figures, F@<figures>, if any; failing that, F is the layout before
-  -- records (F, F:+, F:-, F:#), whose state goes on as it was (a deploy
-  -- loses no count).
+  -- The hash's fields (a few, but one per key of a PerKey limit; this
+  -- path runs once a limit's figures change, not per request) hold the
+  -- limit's record under its former figures, F@<figures>, if any; failing
+  -- that, F is the layout before records (F, F:+, F:-, F:#), whose state
+  -- goes on as it was (a deploy loses no count).
   local f = V[8 * i - 2]
   E[p] = 0
   fixed = fixed or {}
