@@ -245,7 +245,8 @@ package enforce
 // each in 7.0) nor parses them back; the hash's 'e' field is gone, the TTL
 // moving with PEXPIRE GT (NX for a new hash) only when a state outlives its
 // record's mark (Redis >= 7.0); rescale runs only for a missing record; a
-// sliding log's TTL moves once an eighth of a window instead of per request.
+// sliding log's TTL moves once an eighth of a window instead of per request,
+// and its metadata and entries are packed by struct in C instead of be7.
 // A missing record is looked for among the hash's fields under the limit's
 // former figures, or in the former layout, which it replaces.
 // redis-server instructions in EVALSHA per decision (callgrind,
@@ -254,12 +255,12 @@ package enforce
 //
 //	1 layer        49.8k -> 39.7k  (0.80x)
 //	3 layers      110.8k -> 86.6k  (0.78x)
-//	sliding log   101.6k -> 93.1k  (0.92x)
+//	sliding log   101.6k -> 66.9k  (0.66x)
 //
 // Script time per decision (SCRIPT_AB=testdata/decide_main.lua, the two
 // scripts alternating call by call, medians of five runs, load 3.7 - 5.5):
-// 1 layer 4.34 -> 3.50 us, 3 layers 9.06 -> 7.22 us, sliding log 15.9 ->
-// 15.4 us. Lua instructions (count_decide.lua): 247 -> 254 and 626 -> 669:
+// 1 layer 4.34 -> 3.50 us, 3 layers 9.06 -> 7.22 us; sliding log 20.2 ->
+// 16.1 us (load 3.1 - 4.7). Lua instructions (count_decide.lua): 247 -> 254 and 626 -> 669:
 // the gain is Redis's side of the calls, not the Lua. MEMORY USAGE of a
 // subject's hash: 1 layer 128 bytes either way, 3 layers 272 -> 240.
 // BenchmarkRedisInterleaved, test binaries of main (2c9cbb4) and of this

@@ -215,8 +215,9 @@ func ttlsCoverTheState(t *testing.T, old []byte, limits []Limit, switchAt int) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// (a second of slack for the real time the test takes)
-			if ttl < window-s {
+			// (half a window of slack for the real time the test takes on a
+			// loaded machine: a missing TTL or one short by a window fails)
+			if ttl < window/2 {
 				t.Fatalf("request %d: PTTL(%s) = %s, want at least %s", i, key, ttl, window)
 			}
 		}

@@ -268,6 +268,26 @@ local function unmeta(m)
   return d7(m, 1), d7(m, 8), d7(m, 15), d7(m, 22), d7(m, 29), d7(m, 36), x
 end
 
+-- With struct (Redis's Lua, not miniredis), the same bytes in C: a logged
+-- request's metadata write and read took some 170 Lua instructions in
+-- be7 and d7.
+if lib then
+  local pk, up = lib.pack, lib.unpack
+  pack_entry = function(ts, c)
+    if c >= 1 and c <= 255 and c % 1 == 0 then return pk('>I7B', ts, c) end
+    return pk('>I7BBI7', ts, 0, 0, c)
+  end
+  pack_meta = function(h, o, s, n, z, a, x)
+    return pk('>I7I7I7I7I7I7I7', h, o, s, n, z, a, x)
+  end
+  unmeta = function(m)
+    local h, o, s, n, z, a = up('>I7I7I7I7I7I7', m)
+    local x = 0
+    if #m >= 49 then x = up('>I7', m, 43) end
+    return h, o, s, n, z, a, x
+  end
+end
+
 -- decode returns the state a, y, z and the TTL mark e of a record of
 -- algorithm code: a bucket's record is its tat and e; a fixed window's or a
 -- quota's its index or start, count and e; a sliding counter's its index,
