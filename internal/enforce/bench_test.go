@@ -234,6 +234,40 @@ package enforce
 // rest of the difference is the scheduler parking and waking the handlers,
 // the worker and net/http's background reader, which this code does not
 // reach.
+//
+// 2026-12-03, issue 17 item 3, the script's state layout (branch lua; 2-core
+// AMD EPYC shared with other helpers, Go 1.26, Redis 7.0.15 on a private
+// redis-server). What changed: a limit's whole state is one field,
+// <name>@<figures>, of packed doubles ending in the record's TTL mark, read
+// with one HGET (one limit) or an HMGET of one field per limit and written
+// with one HSET of the records that changed, so Redis no longer formats
+// every number handed to redis.call with %.17g (about 2,000 instructions
+// each in 7.0) nor parses them back; the hash's 'e' field is gone, the TTL
+// moving with PEXPIRE GT (NX for a new hash) only when a state outlives its
+// record's mark (Redis >= 7.0); rescale runs only for a missing record; a
+// sliding log's TTL moves once an eighth of a window instead of per request,
+// and its metadata and entries are packed by struct in C instead of be7.
+// A missing record is looked for among the hash's fields under the limit's
+// former figures, or in the former layout, which it replaces.
+// redis-server instructions in EVALSHA per decision (callgrind,
+// BenchmarkRedisScriptBatch, 400 minus 100 calls of 32, repeatable whatever
+// the load), main's script against this one:
+//
+//	1 layer        49.8k -> 39.7k  (0.80x)
+//	3 layers      110.8k -> 86.6k  (0.78x)
+//	sliding log   101.6k -> 66.9k  (0.66x)
+//
+// Script time per decision (SCRIPT_AB=testdata/decide_main.lua, the two
+// scripts alternating call by call, medians of five runs, load 3.7 - 5.5):
+// 1 layer 4.34 -> 3.50 us, 3 layers 9.06 -> 7.22 us; sliding log 20.2 ->
+// 16.1 us (load 3.1 - 4.7). Lua instructions (count_decide.lua): 247 -> 254 and 626 -> 669:
+// the gain is Redis's side of the calls, not the Lua. MEMORY USAGE of a
+// subject's hash: 1 layer 128 bytes either way, 3 layers 272 -> 240.
+// BenchmarkRedisInterleaved, test binaries of main (2c9cbb4) and of this
+// code alternating, three -benchtime 4x runs each at load 2.8 - 10 (other
+// helpers' benchmarks): store-3layers/1layer 0.51 - 0.61 (main) against
+// 0.65 - 0.87; store / redis_rate 2.24 - 3.87 against 2.65 - 3.09, which
+// the load (redis_rate itself ran at 9.7k - 40k/s) leaves unreadable.
 
 import (
 	"context"

@@ -117,17 +117,20 @@ type RedisOptions struct {
 // pipeConn), and go-redis carries everything else. Usage is tallied in
 // memory and written every RedisOptions.UsageFlush.
 //
-// Keys: every limit but the sliding log keeps its state in fields of one
-// hash per subject, <prefix>{<subject>}, so a decision reads all of them
-// with one HMGET and writes them with one HSET whatever the layer count. A
-// limit's fields are named by the limit alone (<name>, <name>+, <name>-),
-// beside <name># holding the figures they were written under
-// (<algorithm code>:<window µs>:<limit>:<burst>), so a limit edited in place
-// keeps one set of fields, rescaled by the script at the next request (see
-// rescale), and one switched to another algorithm drops the fields it no
-// longer uses; a PerKey limit's fields are prefixed with the request's key,
-// <key>|<name>, in the same hash; the hash's TTL runs a window past its
-// latest state's expiry.
+// Keys: every limit but the sliding log keeps its state in one record,
+// a field of one hash per subject, <prefix>{<subject>}, so a decision reads
+// all of them with one HMGET and writes them with one HSET whatever the
+// layer count. A limit's record is named by the limit and the figures it
+// is of, <name>@<algorithm code>:<window µs>:<limit>:<burst>, its value the
+// state as packed doubles, so a limit edited in place finds no record under
+// its new name and looks for its former record, whose state the script
+// rescales at the next request (see rescale) and replaces; a
+// PerKey limit's fields are prefixed with the request's key, <key>|<name>,
+// in the same hash; the hash's TTL runs a window past its latest state's
+// expiry. The script reads the layout before records (fields <name>,
+// <name>:+, <name>:-, <name>:# and e) when a record is missing and replaces
+// it, so a deploy loses no count. Redis 7.0 or later is required (the
+// script moves TTLs with PEXPIRE GT and NX).
 // A sliding log is the hash <prefix>{<subject>}:<field>:log of its requests
 // packed 8 bytes each in chunks (see LOG in decide.lua: about 9 bytes of
 // Redis per logged request, TestSlidingLogMemory); usage is

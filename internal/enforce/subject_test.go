@@ -137,7 +137,7 @@ func TestRedisKeepsAKeysStateUnderItsDevelopersTag(t *testing.T) {
 	}
 	var perKey int
 	for _, f := range fields {
-		if strings.HasPrefix(f, "key:1|tb:") || strings.HasPrefix(f, "key:2|tb:") {
+		if strings.HasPrefix(f, "key:1|tb@") || strings.HasPrefix(f, "key:2|tb@") {
 			perKey++
 		}
 	}

@@ -27,17 +27,22 @@
 -- spares Redis two arguments a request
 -- and per request, from KEYS[q]:
 --   KEYS[q]   the subject's state hash: every limit but the sliding logs keeps
---             its state in fields named by its limits, and field 'e' holds the time
---             (us) the hash's TTL runs out
+--             its state there, in one record per limit
 --   KEYS[q+j]  the j-th sliding log's hash (see LOG below)
--- Fields: a bucket's virtual finish time (tat) is field F; a fixed window's
--- index F and count F..':+'; a sliding counter's index F, current count
--- F..':+' and previous count F..':-'; and every counter's figures, as it was
--- last written under them, F..':#'. A limit edited in place (its figures no
--- longer those stored) has its state rescaled to the new figures as
--- rescale in algorithm.go does, and written back under them with the next
--- admitted request; fields another algorithm left are deleted then. (Plan
--- limit names hold no ':', so no limit's F is another's suffixed field.)
+-- Records: limit field F's state is the field F..'@'..<its figures>, its
+-- value packed doubles (see decode): a bucket's virtual finish time (tat); a
+-- fixed window's index and count; a sliding counter's index, current and
+-- previous counts; a quota's period start and count; and last, the record's
+-- TTL mark, the TTL (us) the hash was given when the record was last
+-- written, so the hash's TTL moves only when a state outlives its mark. A
+-- limit edited in place finds no record under its new name (load): the
+-- state of its record under the former figures is rescaled to the new ones
+-- as rescale in algorithm.go does, and written back under them with the
+-- next admitted request, when the former record is deleted. The same path
+-- reads the layout before records (fields F, F..':+', F..':-', F..':#' and
+-- 'e', testdata/decide_main.lua) and replaces it, so a
+-- deploy loses no count. (Plan limit names hold no ':' or '@', so no
+-- limit's field is another's.) Requires Redis >= 7.0 (PEXPIRE GT, NX).
 --
 -- Returns {now us, then per request: allowed, delay us, then per limit:
 -- allowed, remaining, reset us, retry us}, k times over when coalesced. now is
@@ -50,10 +55,12 @@
 -- much as the state write.
 --
 -- Redis runs this body on every call and charges for every redis.call, so
--- all of a request's counter states are read with one HMGET and written with
--- one HSET, a TTL is set only when the hash's expiry must move (a PEXPIRE
--- costs more than the HSET), and numbers go to redis.call as Lua numbers,
--- which Redis formats exactly (%.17g) without a string.format here.
+-- all of a request's counter states are read with one HGET or HMGET and
+-- written with one HSET, a TTL is set only when the hash's expiry must move
+-- (a PEXPIRE costs more than the HSET), and states are packed doubles,
+-- which spare the %.17g formatting (about 2,000 instructions of snprintf)
+-- that Redis 7.0 spends on each Lua number given to redis.call, and the
+-- strtod reading them back.
 
 -- Library functions as locals: a global's field costs two table lookups per
 -- use, an upvalue none (the 3-layer path uses them some thirty times).
@@ -136,25 +143,52 @@ local function period(code, now, anchor)
   return at(y - 1, am, d0, tod0), c
 end
 
--- fixed[i] is set when limit i's state was stored under other figures (or
--- none): the algorithm code it was stored under, or ''. rescale has then
--- rewritten it in st as a state of the limit's figures, which a decision
--- that consumes writes back even when it rejects (see rescale in
--- algorithm.go).
-local KB, K, n, consume, k, st, pos, e, fixed
+-- fixed[i] is set when limit i's record was missing: its state was read
+-- from a record of other figures, from the fields of the layout before
+-- records (see old), or is none; rescale has rewritten it in st as a state
+-- of the limit's figures, which a decision that consumes writes back, as a
+-- record of its own, even when it rejects (see rescale in algorithm.go).
+-- PREV[i] then says what to delete once it is written: 1 for the former
+-- layout's fields, or the figures of the record it came from.
+local KB, K, n, consume, k, st, pos, fixed
+-- VW is the longest window of the request's limits.
+local VW = 0
 -- LOGS counts the request's sliding logs.
 local LOGS = 0
 -- same is set when the request's limits are the previous request's (a
 -- batch of one plan's requests, the common case): its V, and for several
 -- limits the HMGET's field list (HM, hmn entries long) and POS, stand.
 local same, hmn
--- NH, NP and NM hold the current request's limits' field names F:#, F:+ and
--- F:-, built once per call per limit (DH, DP, DM): a concatenation hashes
--- its result. HM, HS, POS and DIRTY are reused by every request (DIRTY[p]
--- marks a value of st that changed, to be written).
-local NH, NP, NM, DH, DP, DM, POS, DIRTY = {}, {}, {}, {}, {}, {}, {}, {}
-local HM = {'HMGET', nil, 'e', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- NR holds the current request's limits' record names F@<figures>, built
+-- once per call per limit (DR): a concatenation hashes its result. ST (st), E, HM, HS, POS, PREV and DIRTY
+-- are reused by every request: st holds four values per counter limit from
+-- pos[i] on (the state a, the figures it is of, y and z), E[pos[i]] the
+-- record's TTL mark, and DIRTY[p] marks a state that changed, to be
+-- written.
+local NR, DR, POS, PREV, DIRTY, ST, E = {}, {}, {}, {}, {}, {}, {}
+local HM = {'HMGET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 local HS = {'HSET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+-- Records are packed little-endian doubles (struct, in Redis's Lua), which
+-- hold every state exactly and cost neither strtod to read nor the
+-- %.17g a Lua number costs redis.call to write. miniredis, the tests'
+-- fallback without a Redis, has no struct: there records are the numbers'
+-- %.17g texts, space-separated.
+local pack, sunpack
+local lib = rawget(_G, 'struct')
+if lib then
+  pack, sunpack = lib.pack, lib.unpack
+else
+  pack = function(_, ...)
+    local t = {...}
+    for i = 1, #t do t[i] = string.format('%.17g', t[i]) end
+    return table.concat(t, ' ')
+  end
+  sunpack = function(_, r)
+    local t = {}
+    for w in string.gmatch(r, '%S+') do t[#t + 1] = tonumber(w) end
+    return unpack(t)
+  end
+end
 -- R holds a request's nine results per layer, stride 9, reused by every
 -- request and coalesced call: building a table costs Lua more than the
 -- arithmetic.
@@ -175,10 +209,10 @@ local out, o = {now, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
 -- time in us, 7 bytes big-endian, then the cost, 1 to 255; a cost byte of 0
 -- is followed by the cost in 8 more bytes), in chunks of at most CHUNK
 -- bytes: the open chunk 't', sealed ones under the numbers h .. s-1 (h is
--- the oldest), and 'm' the metadata, six 7-byte numbers: h, o (the head
+-- the oldest), and 'm' the metadata, seven 7-byte numbers: h, o (the head
 -- entry's offset, 1-based, in chunk h, or in 't' when h = s), s, n (the
 -- cost logged from the head on), z (the newest entry's time), a (the head
--- entry's time). 10,000 requests a minute take about 9 bytes each
+-- entry's time), x (when the log's TTL runs out; see write_log). 10,000 requests a minute take about 9 bytes each
 -- (TestSlidingLogMemory), against 137 in the sorted set this replaced:
 -- a sealed chunk of 504 bytes fills a 512-byte allocation, and costs its
 -- hash entry about 40 more.
@@ -221,67 +255,148 @@ local function entry(b, at)
   return d7(b, at), d7(b, at + 9), at + 16
 end
 
-local function pack_meta(h, o, s, n, z, a)
-  return be7(h) .. be7(o) .. be7(s) .. be7(n) .. be7(z) .. be7(a)
+local function pack_meta(h, o, s, n, z, a, x)
+  return be7(h) .. be7(o) .. be7(s) .. be7(n) .. be7(z) .. be7(a) .. be7(x)
 end
 
+-- unmeta returns the metadata's six numbers and x, the log's TTL mark
+-- (us): when the TTL last set runs out, 0 in metadata without one (the
+-- script's former six numbers, which it reads as it wrote them).
 local function unmeta(m)
-  return d7(m, 1), d7(m, 8), d7(m, 15), d7(m, 22), d7(m, 29), d7(m, 36)
+  local x = 0
+  if #m >= 49 then x = d7(m, 43) end
+  return d7(m, 1), d7(m, 8), d7(m, 15), d7(m, 22), d7(m, 29), d7(m, 36), x
 end
 
--- rescale rewrites in st, as a state of the limit's figures, the state of
--- every counter limit stored under other figures, as rescale in
--- algorithm.go does, noting each in fixed.
+-- With struct (Redis's Lua, not miniredis), the same bytes in C: a logged
+-- request's metadata write and read took some 170 Lua instructions in
+-- be7 and d7.
+if lib then
+  local pk, up = lib.pack, lib.unpack
+  pack_entry = function(ts, c)
+    if c >= 1 and c <= 255 and c % 1 == 0 then return pk('>I7B', ts, c) end
+    return pk('>I7BBI7', ts, 0, 0, c)
+  end
+  pack_meta = function(h, o, s, n, z, a, x)
+    return pk('>I7I7I7I7I7I7I7', h, o, s, n, z, a, x)
+  end
+  unmeta = function(m)
+    local h, o, s, n, z, a = up('>I7I7I7I7I7I7', m)
+    local x = 0
+    if #m >= 49 then x = up('>I7', m, 43) end
+    return h, o, s, n, z, a, x
+  end
+end
+
+-- decode returns the state a, y, z and the TTL mark e of a record of
+-- algorithm code: a bucket's record is its tat and e; a fixed window's or a
+-- quota's its index or start, count and e; a sliding counter's its index,
+-- current and previous counts and e.
+local function decode(code, r)
+  if code == 'swc' then
+    local a, y, z, e = sunpack('<dddd', r)
+    return a, y, z, e
+  elseif TWO[code] then
+    local a, y, e = sunpack('<ddd', r)
+    return a, y, nil, e
+  end
+  local a, e = sunpack('<dd', r)
+  return a, nil, nil, e
+end
+
+-- record packs limit i's state x, y, z and TTL mark e.
+local function record(i, x, y, z, e)
+  local code = V[8 * i - 7]
+  if code == 'swc' then
+    return pack('<dddd', x, y, z, e)
+  elseif TWO[code] then
+    return pack('<ddd', x, y, e)
+  end
+  return pack('<dd', x, e)
+end
+
+-- load puts in st at p the state of counter limit i, whose record is
+-- missing (a new subject, an edited limit, a hash the script's former
+-- layout wrote), from where it was before, as read: rescale then makes it
+-- a state of the limit's figures.
+local function load(i, p)
+  -- The hash's fields (a few, but one per key of a PerKey limit; this
+  -- path runs once a limit's figures change, not per request) hold the
+  -- limit's record under its former figures, F@<figures>, if any; failing
+  -- that, F is the layout before records (F, F:+, F:-, F:#), whose state
+  -- goes on as it was (a deploy loses no count).
+  local f = V[8 * i - 2]
+  E[p] = 0
+  fixed = fixed or {}
+  fixed[i] = true
+  PREV[i] = nil
+  st[p], st[p + 1], st[p + 2], st[p + 3] = false, nil, nil, nil
+  local pre = f .. '@'
+  local np, former = #pre, false
+  for _, key in ipairs(call('HKEYS', K)) do
+    if sub(key, 1, np) == pre then
+      local fig = sub(key, np + 1)
+      local a, y, z = decode(string.match(fig, '^(%a+):'), call('HGET', K, key))
+      st[p], st[p + 1], st[p + 2], st[p + 3] = a, fig, y, z
+      PREV[i] = fig
+      return
+    end
+    if key == f then former = true end
+  end
+  if former then
+    local r = call('HMGET', K, f .. ':#', f, f .. ':+', f .. ':-')
+    PREV[i] = 1
+    st[p], st[p + 1], st[p + 2], st[p + 3] = r[2], r[1], r[3], r[4]
+  end
+end
+
+-- rescale rewrites in st, as numbers and a state of the limit's figures,
+-- the state of every counter limit in fixed (whose record was missing), as
+-- rescale in algorithm.go does when it was stored under other figures.
 local function rescale()
-  fixed = nil
-  local ps = pos
-  for i = 1, n do
+  for i in pairs(fixed) do
     local v = 8 * i - 8
-    local p = ps and ps[i] or 2
-    -- the figures first: they match but after an edit (a sliding log's p
-    -- is a key's, and its st[p + 1] whatever comes)
-    if st[p + 1] ~= V[v + 7] and V[v + 1] ~= 'swl' then
-      local code = V[v + 1]
-      local fig, W, L = st[p + 1], V[v + 3], V[v + 2]
-      local a, y0, z0 = tonumber(st[p]), tonumber(st[p + 2]), tonumber(st[p + 3])
-      local old = ''
-      if fig then
-        local oc, ow, ol = string.match(fig, '^(%a+):(%d+):(%d+):')
-        old = oc
-        ow, ol = tonumber(ow), tonumber(ol)
-        local kc = code
-        if kc == 'lq' then kc = 'lb' end
-        if a == nil then
-          -- no state to rescale
-        elseif oc ~= kc then
-          a = nil
-        elseif TWO[kc] and kc ~= 'fw' then
-          -- a quota of the same period: its count stands against the new limit
-        elseif kc == 'fw' or kc == 'swc' then
-          if ow ~= W then
-            local idx = floor(now / ow)
-            if a == idx or a == idx + 1 then
-              a = floor(now / W)
-            elseif a == idx - 1 and kc == 'swc' then
-              a, y0, z0 = floor(now / W), 0, y0
-            else
-              a = nil
-            end
-          end
-        elseif (ow ~= W or ol ~= L) and a > now then
-          a = now + (a - now) / (ow / ol) * (W / L)
-        end
-      else
+    local p = pos and pos[i] or 2
+    local code = V[v + 1]
+    local fig, W, L = st[p + 1], V[v + 3], V[v + 2]
+    local a, y0, z0 = tonumber(st[p]), tonumber(st[p + 2]), tonumber(st[p + 3])
+    if fig == V[v + 7] then
+      -- the layout before records, under these figures: as it is
+    elseif fig then
+      local oc, ow, ol = string.match(fig, '^(%a+):(%d+):(%d+):')
+      ow, ol = tonumber(ow), tonumber(ol)
+      local kc = code
+      if kc == 'lq' then kc = 'lb' end
+      if a == nil then
+        -- no state to rescale
+      elseif oc ~= kc then
         a = nil
+      elseif TWO[kc] and kc ~= 'fw' then
+        -- a quota of the same period: its count stands against the new limit
+      elseif kc == 'fw' or kc == 'swc' then
+        if ow ~= W then
+          local idx = floor(now / ow)
+          if a == idx or a == idx + 1 then
+            a = floor(now / W)
+          elseif a == idx - 1 and kc == 'swc' then
+            a, y0, z0 = floor(now / W), 0, y0
+          else
+            a = nil
+          end
+        end
+      elseif (ow ~= W or ol ~= L) and a > now then
+        a = now + (a - now) / (ow / ol) * (W / L)
       end
-      st[p], st[p + 1] = a or false, V[v + 7]
-      if TWO[code] then
-        st[p + 2] = a and y0 or false
-      elseif code == 'swc' then
-        st[p + 2], st[p + 3] = a and y0 or false, a and z0 or false
-      end
-      fixed = fixed or {}
-      fixed[i] = old
+    else
+      a = nil
+    end
+    st[p], st[p + 1] = a or false, V[v + 7]
+    if TWO[code] then
+      st[p + 2], st[p + 3] = a and y0 or false, nil
+    elseif code == 'swc' then
+      st[p + 2], st[p + 3] = a and y0 or false, a and z0 or false
+    else
+      st[p + 2], st[p + 3] = nil, nil
     end
   end
 end
@@ -296,34 +411,9 @@ local function layer(i, commit)
   -- a counter's state: a (tat or window index), y0 and z0 (counts)
   local a, y0, z0
   if code ~= 'swl' then
-    -- parsed once: the numbers replace the strings in st, so a coalesced
-    -- request's later calls, and the write's comparison, take no strtod;
-    -- by arithmetic, which on Redis's Lua costs 70 - 200 ns a string
-    -- against 160 - 300 for tonumber (7 per 3-layer decision: 12.75 ->
-    -- 11.72 us a decision, 1 layer 5.44 -> 5.13, SCRIPT_AB, load 6)
+    -- numbers: a record's, or those rescale converted
     local p = pos and pos[i] or 2
-    a = st[p]
-    if a then
-      a = a + 0
-      st[p] = a
-    end
-    if TWO[code] then
-      y0 = st[p + 2]
-      if y0 then
-        y0 = y0 + 0
-        st[p + 2] = y0
-      end
-    elseif code == 'swc' then
-      y0, z0 = st[p + 2], st[p + 3]
-      if y0 then
-        y0 = y0 + 0
-        st[p + 2] = y0
-      end
-      if z0 then
-        z0 = z0 + 0
-        st[p + 3] = z0
-      end
-    end
+    a, y0, z0 = st[p], st[p + 2], st[p + 3]
   end
   if code == 'tb' or code == 'lb' or code == 'lq' then
     local tat = a
@@ -416,8 +506,8 @@ local function layer(i, commit)
   local lk = KEYS[pos and pos[i] or KB + 1]
   local r = call('HMGET', lk, 'm', 't')
   local tail = r[2] or ''
-  local h, o, s, sum, z, a0 = 0, 1, 0, 0, 0, 0
-  if r[1] then h, o, s, sum, z, a0 = unmeta(r[1]) end
+  local h, o, s, sum, z, a0, x = 0, 1, 0, 0, 0, 0, 0
+  if r[1] then h, o, s, sum, z, a0, x = unmeta(r[1]) end
   local h0, cut = h, now - W
   local ch -- the head's chunk, once read
   if sum > 0 and a0 <= cut then
@@ -476,7 +566,7 @@ local function layer(i, commit)
     lg = {}
     LOG[i] = lg
   end
-  lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7] = h0, h, o, s, sum, a0, tail
+  lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7], lg[8] = h0, h, o, s, sum, a0, tail, x
   local rem = L - sum
   if ok and commit then rem = rem - c end
   return ok, max(0, rem), reset, retry, 0, nil, nil, nil, nil
@@ -490,7 +580,7 @@ local function write_log(i)
   local W, c = V[8 * i - 5], V[8 * i - 3]
   local lk = KEYS[pos and pos[i] or KB + 1]
   local lg = LOG[i]
-  local h0, h, o, s, sum, a0, tail = lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7]
+  local h0, h, o, s, sum, a0, tail, x = lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7], lg[8]
   if h > h0 then
     local hd, m = {'HDEL', lk}, 2
     for ci = h0, min(h, s) - 1 do
@@ -514,175 +604,172 @@ local function write_log(i)
   else
     tail = tail .. en
   end
-  call('HSET', lk, 't', tail, 'm', pack_meta(h, o, s, sum + c, now, a0))
-  call('PEXPIRE', lk, max(1, ceil(W / 1000)))
+  -- The log must live a window past its newest entry: its TTL is set an
+  -- eighth of a window longer than that, and moved only once the mark x
+  -- (when it runs out) no longer covers it, so at most once an eighth of a
+  -- window rather than on every request.
+  local move = now + W > x
+  if move then x = now + W + ceil(W / 8) end
+  call('HSET', lk, 't', tail, 'm', pack_meta(h, o, s, sum + c, now, a0, x))
+  if move then call('PEXPIRE', lk, max(1, ceil((x - now) / 1000))) end
 end
 
--- drop deletes the fields of limit field f that its state, stored under
--- algorithm old and now of algorithm code, no longer uses: only after an
--- edit to another algorithm, so a tier edited in place leaves nothing stale.
-local function drop(f, old, code)
-  if old == 'swc' and code ~= 'swc' then
-    if TWO[code] then
-      call('HDEL', K, f .. ':-')
-    else
-      call('HDEL', K, f .. ':+', f .. ':-')
+-- put stages in HS from m on limit i's record of state x, y, z and TTL
+-- mark e, and returns the new end of HS. A limit whose record was missing
+-- has what it was read from deleted (so an edited tier keeps one record).
+local function put(m, i, x, y, z, e)
+  HS[m + 1], HS[m + 2] = NR[i], record(i, x, y, z, e)
+  m = m + 2
+  if fixed and fixed[i] then
+    local pv = PREV[i]
+    if pv == 1 then
+      local f = V[8 * i - 2]
+      call('HDEL', K, f, f .. ':+', f .. ':-', f .. ':#', 'e')
+    elseif pv then
+      call('HDEL', K, V[8 * i - 2] .. '@' .. pv)
     end
-  elseif TWO[old] and not TWO[code] and code ~= 'swc' then
-    call('HDEL', K, f .. ':+')
+    PREV[i] = nil
   end
+  return m
+end
+
+-- expire moves the hash's TTL to ttl (us) unless it runs later already.
+-- fresh says a record written was missing, and the hash may be new: a key
+-- without a TTL is one GT never sets (Redis >= 7.0 for both flags).
+local function expire(ttl, fresh)
+  local ms = max(1, ceil((ttl - now) / 1000))
+  if fresh and call('PEXPIRE', K, ms, 'NX') == 1 then return end
+  call('PEXPIRE', K, ms, 'GT')
 end
 
 -- keep writes back, after a rejection, the rescaled states noted in fixed,
 -- moving the hash's TTL as a write of them would.
 local function keep()
-  local hs, m, need, ttl = {'HSET', K}, 2, e, e
-  for i, old in pairs(fixed) do
+  local ttl = 0
+  for i in pairs(fixed) do
     local v = 8 * i - 8
-    local code, f, W, p = V[v + 1], V[v + 6], V[v + 3], pos and pos[i] or 2
+    local code, W, p = V[v + 1], V[v + 3], pos and pos[i] or 2
     local a = tonumber(st[p])
     if a then
-      hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f, a, f .. ':#', V[v + 7]
-      m = m + 4
       local exp = a
       if TWO[code] then
-        hs[m + 1], hs[m + 2] = f .. ':+', st[p + 2]
-        m = m + 2
         exp = (a + 1) * W
         if code ~= 'fw' then exp = a + W end -- a quota's start and span
       elseif code == 'swc' then
-        hs[m + 1], hs[m + 2], hs[m + 3], hs[m + 4] = f .. ':+', st[p + 2], f .. ':-', st[p + 3]
-        m = m + 4
         exp = (a + 2) * W
       end
-      if exp > need then need = exp end
       if exp + W > ttl then ttl = exp + W end
-      drop(f, old, code)
-    elseif old ~= '' then
-      call('HDEL', K, f, f .. ':#', f .. ':+', f .. ':-')
     end
   end
-  if m == 2 then return end
-  if need > e then
-    ttl = ceil(ttl)
-    hs[m + 1], hs[m + 2] = 'e', ttl
-    call(unpack(hs))
-    call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000)))
-  else
-    call(unpack(hs))
+  if ttl == 0 then return end
+  ttl = ceil(ttl)
+  local m = 2
+  HS[2] = K
+  for i in pairs(fixed) do
+    local p = pos and pos[i] or 2
+    local a = tonumber(st[p])
+    if a then m = put(m, i, a, tonumber(st[p + 2]), tonumber(st[p + 3]), ttl) end
   end
+  call(unpack(HS, 1, m))
+  expire(ttl, true)
 end
 
 -- decide decides the current request and appends its values to out. It is
 -- one function, not several: Redis runs the script's body on every call, so
 -- every function defined here is a closure built per call.
 local function decide()
-  -- Read every counter state with one HMGET into st (st[1] is 'e'), and for
-  -- several limits note in pos where each one's state is. One limit, the
-  -- common case, builds no table: its position is 2 (a counter) or KB + 1
-  -- (a log) either way.
+  -- Read every counter limit's record with one HGET (one limit, the common
+  -- case, which builds no table: its state is at 2) or HMGET into st, at
+  -- pos[i] for limit i (a sliding log's pos[i] is its key's index).
+  fixed = nil
+  st = ST
   if n == 1 then
     pos = nil
-    local code, f = V[1], V[6]
-    if TWO[code] then
-      st = call('HMGET', K, 'e', f, NH[1], NP[1])
-    elseif code == 'swc' then
-      st = call('HMGET', K, 'e', f, NH[1], NP[1], NM[1])
-    elseif code ~= 'swl' then
-      st = call('HMGET', K, 'e', f, NH[1])
-    else
-      st = {false}
-    end
-  elseif same then
-    -- the previous request's limits: its field list and positions stand
-    HM[2] = K
-    pos = POS
-    if hmn > 3 then st = call(unpack(HM, 1, hmn)) else st = {false} end
-  else
-    -- m counts HM's entries: the length operator costs a search per use.
-    local m = 3
-    local l = 0
-    HM[2] = K
-    pos = POS
-    for i = 1, n do
-      local code, f = V[8 * i - 7], V[8 * i - 2]
-      if code == 'swl' then
-        l = l + 1
-        pos[i] = KB + l
+    local code = V[1]
+    if code ~= 'swl' then
+      -- (decode inlined here and below: two Lua calls a limit)
+      local r = call('HGET', K, NR[1])
+      if not r then
+        load(1, 2)
+      elseif code == 'swc' then
+        st[2], st[4], st[5], E[2] = sunpack('<dddd', r)
+      elseif TWO[code] then
+        st[2], st[4], E[2] = sunpack('<ddd', r)
+        st[5] = nil
       else
-        pos[i] = m - 1
-        HM[m + 1] = f
-        HM[m + 2] = NH[i]
-        m = m + 2
-        if TWO[code] then
+        st[2], E[2] = sunpack('<dd', r)
+        st[4], st[5] = nil, nil
+      end
+    end
+  else
+    pos = POS
+    if not same then
+      -- m counts HM's entries: the length operator costs a search per use.
+      local m, l = 2, 0
+      for i = 1, n do
+        if V[8 * i - 7] == 'swl' then
+          l = l + 1
+          POS[i] = KB + l
+        else
+          POS[i] = 4 * i - 2
           m = m + 1
-          HM[m] = NP[i]
-        elseif code == 'swc' then
-          HM[m + 1] = NP[i]
-          HM[m + 2] = NM[i]
-          m = m + 2
+          HM[m] = NR[i]
+        end
+      end
+      hmn = m
+    end
+    if hmn > 2 then
+      HM[2] = K
+      local r = call(unpack(HM, 1, hmn))
+      local c = 0
+      for i = 1, n do
+        local code = V[8 * i - 7]
+        if code ~= 'swl' then
+          c = c + 1
+          local rr, p = r[c], POS[i]
+          if not rr then
+            load(i, p)
+          elseif code == 'swc' then
+            st[p], st[p + 2], st[p + 3], E[p] = sunpack('<dddd', rr)
+          elseif TWO[code] then
+            st[p], st[p + 2], E[p] = sunpack('<ddd', rr)
+            st[p + 3] = nil
+          else
+            st[p], E[p] = sunpack('<dd', rr)
+            st[p + 2], st[p + 3] = nil, nil
+          end
         end
       end
     end
-    hmn = m
-    if m > 3 then st = call(unpack(HM, 1, m)) else st = {false} end
   end
-  -- The hash's TTL runs a window past the latest state's expiry and is
-  -- renewed only when an expiry passes the one it was last set to (field 'e').
-  e = st[1]
-  e = e and e + 0 or 0
-  rescale()
+  if fixed then rescale() end
 
+  -- The hash's TTL runs a window past the latest state's expiry. Each
+  -- record carries the TTL last set when it was written (its mark, E), and
+  -- the TTL moves, with PEXPIRE GT, only when a state written expires past
+  -- its record's mark: a PEXPIRE costs more than the HSET.
   if n == 1 and k == 1 then
     -- One limit, one request: no table built.
     local ok, rem, reset, retry, wait, x, y, z, exp = layer(1, consume)
     local fx = fixed and fixed[1]
     local delay = 0
     if ok and consume then
-      local code, f = V[1], V[6]
-      if code == 'swl' then
+      if V[1] == 'swl' then
         write_log(1)
       else
-        if code == 'lq' then delay = wait end
-        local ttl = nil
-        if exp > e then ttl = ceil(exp + V[3]) end
-        if fx then
-          -- new figures (an edit, or fresh state): written with the state
-          local hs = {'HSET', K, f, x, NH[1], V[7]}
-          if TWO[code] then
-            hs[7], hs[8] = NP[1], y
-          elseif code == 'swc' then
-            hs[7], hs[8], hs[9], hs[10] = NP[1], y, NM[1], z
-          end
-          if ttl then
-            local h = #hs
-            hs[h + 1], hs[h + 2] = 'e', ttl
-          end
-          call(unpack(hs))
-          drop(f, fx, code)
-        elseif TWO[code] then
-          -- (within a window only the count moves: one field, not two)
-          if ttl then
-            call('HSET', K, f, x, NP[1], y, 'e', ttl)
-          elseif x == st[2] then
-            call('HSET', K, NP[1], y)
-          else
-            call('HSET', K, f, x, NP[1], y)
-          end
-        elseif code == 'swc' then
-          if ttl then
-            call('HSET', K, f, x, NP[1], y, NM[1], z, 'e', ttl)
-          elseif x == st[2] and z == st[4] then
-            call('HSET', K, NP[1], y)
-          else
-            call('HSET', K, f, x, NP[1], y, NM[1], z)
-          end
-        elseif ttl then
-          call('HSET', K, f, x, 'e', ttl)
-        else
-          call('HSET', K, f, x)
+        if V[1] == 'lq' then delay = wait end
+        local e, ttl = E[2], nil
+        if exp > e then
+          ttl = ceil(exp + V[3])
+          e = ttl
         end
-        if ttl then call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000))) end
+        if fx then
+          HS[2] = K
+          call(unpack(HS, 1, put(2, 1, x, y, z, e)))
+        else
+          call('HSET', K, NR[1], record(1, x, y, z, e))
+        end
+        if ttl then expire(ttl, fx) end
       end
     end
     if fx and consume and not ok then keep() end
@@ -697,14 +784,12 @@ local function decide()
   if k == 1 and not fixed and LOGS == 0 then
     -- Several counter limits, one request, none edited (the common
     -- multi-layer case): one pass decides every layer into out and stages
-    -- the fields that change in HS, sent only when every layer admits (all
-    -- or nothing), so st stays as read for a rejection's second look. The
-    -- general path below (results in R, a write pass, a field pass) runs
-    -- 1,072 Lua instructions for a 3-layer decision, this one 666 (counted
-    -- by a debug.sethook count hook around the script on a fake Redis);
-    -- script time per decision 11.0 -> 8.5 us alternating with the former
-    -- script call by call (SCRIPT_AB, load 7).
-    local allowed, delay, need, ttl, m, ob = true, 0, e, e, 2, o + 2
+    -- the records that change in HS, sent only when every layer admits
+    -- (all or nothing), so st stays as read for a rejection's second look.
+    -- A record whose state outlives its mark is marked a window (the
+    -- request's longest, VW) past it, and the hash's TTL moves to the
+    -- latest such mark, ttl.
+    local allowed, delay, ttl, m, ob = true, 0, 0, 2, o + 2
     HS[2] = K
     for i = 1, n do
       local ok, rem, reset, retry, wait, x, y, z, exp = layer(i, consume)
@@ -715,45 +800,30 @@ local function decide()
         -- nothing, as if it had rejected
         if V[8 * i] ~= 1 then allowed = false end
       elseif consume and allowed then
-        -- st holds numbers here (layer parsed them): a field whose value
-        -- stays is not written (a window's index moves once a window)
         local v, p = 8 * i - 8, POS[i]
-        local code = V[v + 1]
-        if x ~= st[p] then
-          HS[m + 1], HS[m + 2] = V[v + 6], x
+        local code, e = V[v + 1], E[p]
+        if exp > e then
+          e = ceil(exp + VW)
+          if e > ttl then ttl = e end
+        end
+        -- (a record whose state and mark stay is not written)
+        if e ~= E[p] or x ~= st[p] or y ~= st[p + 2] or z ~= st[p + 3] then
+          if code == 'swc' then
+            HS[m + 2] = pack('<dddd', x, y, z, e)
+          elseif TWO[code] then
+            HS[m + 2] = pack('<ddd', x, y, e)
+          else
+            HS[m + 2] = pack('<dd', x, e)
+          end
+          HS[m + 1] = NR[i]
           m = m + 2
         end
-        if TWO[code] then
-          if y ~= st[p + 2] then
-            HS[m + 1], HS[m + 2] = NP[i], y
-            m = m + 2
-          end
-        elseif code == 'swc' then
-          if y ~= st[p + 2] then
-            HS[m + 1], HS[m + 2] = NP[i], y
-            m = m + 2
-          end
-          if z ~= st[p + 3] then
-            HS[m + 1], HS[m + 2] = NM[i], z
-            m = m + 2
-          end
-        elseif code == 'lq' and wait > delay then
-          delay = wait
-        end
-        if exp > need then need = exp end
-        exp = exp + V[v + 3]
-        if exp > ttl then ttl = exp end
+        if code == 'lq' and wait > delay then delay = wait end
       end
     end
     if consume and allowed then
-      if need > e then
-        ttl = ceil(ttl)
-        HS[m + 1], HS[m + 2] = 'e', ttl
-        call(unpack(HS, 1, m + 2))
-        call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000)))
-      elseif m > 2 then
-        call(unpack(HS, 1, m))
-      end
+      if m > 2 then call(unpack(HS, 1, m)) end
+      if ttl > 0 then expire(ttl, false) end
     elseif consume then
       -- All or nothing: layers that would have admitted report untouched
       -- state.
@@ -776,7 +846,7 @@ local function decide()
   -- each request's results go in R. A coalesced request updates st in place after
   -- each admission, so request j sees requests 1..j-1, and the state is
   -- written once at the end; a single one writes what its layers returned.
-  local written, need, ttl = false, e, e
+  local written, move, ttl = false, false, 0
   for j = 1, k do
     local allowed, delay = true, 0
     for i = 1, n do
@@ -796,20 +866,15 @@ local function decide()
         elseif code == 'swl' then
           write_log(i)
         else
-          -- st holds numbers here (layer parsed them): a field whose value
-          -- stays is not written (a window's index moves once a window)
+          -- st holds numbers here (layer parsed them): a record whose
+          -- state and mark stay is not written
           local p = pos and pos[i] or 2
           if st[p] ~= R[b + 6] then st[p], DIRTY[p] = R[b + 6], true end
-          if TWO[code] then
-            if st[p + 2] ~= R[b + 7] then st[p + 2], DIRTY[p + 2] = R[b + 7], true end
-          elseif code == 'swc' then
-            if st[p + 2] ~= R[b + 7] then st[p + 2], DIRTY[p + 2] = R[b + 7], true end
-            if st[p + 3] ~= R[b + 8] then st[p + 3], DIRTY[p + 3] = R[b + 8], true end
-          elseif code == 'lq' and R[b + 5] > delay then
-            delay = R[b + 5]
-          end
+          if st[p + 2] ~= R[b + 7] then st[p + 2], DIRTY[p] = R[b + 7], true end
+          if st[p + 3] ~= R[b + 8] then st[p + 3], DIRTY[p] = R[b + 8], true end
+          if code == 'lq' and R[b + 5] > delay then delay = R[b + 5] end
           local exp = R[b + 9]
-          if exp > need then need = exp end
+          if exp > E[p] then move, DIRTY[p] = true, true end
           exp = exp + V[8 * i - 5]
           if exp > ttl then ttl = exp end
           written = true
@@ -853,52 +918,28 @@ local function decide()
     return
   end
 
-  -- One HSET for every counter field that changed (all of a rescaled
-  -- limit's), moving the hash's TTL when need passes e.
-  local m = 2
+  -- One HSET for every record that changed (every one that was missing),
+  -- marked with the TTL it moves to, if it moves.
+  local m, e, fresh = 2, nil, false
+  if move then
+    ttl = ceil(ttl)
+    e = ttl
+  end
   HS[2] = K
   for i = 1, n do
-    local code, p = V[8 * i - 7], pos and pos[i] or 2
+    local p = pos and pos[i] or 2
     -- (a shadow limit that rejected on fresh state has none to write)
-    if code ~= 'swl' and st[p] then
+    if V[8 * i - 7] ~= 'swl' and st[p] then
       local fx = fixed and fixed[i]
       if fx or DIRTY[p] then
-        HS[m + 1], HS[m + 2] = V[8 * i - 2], st[p]
-        m = m + 2
-      end
-      if fx then
-        HS[m + 1], HS[m + 2] = NH[i], V[8 * i - 1]
-        m = m + 2
+        m = put(m, i, st[p], st[p + 2], st[p + 3], e or E[p])
+        if fx then fresh = true end
       end
       DIRTY[p] = nil
-      if TWO[code] or code == 'swc' then
-        if fx or DIRTY[p + 2] then
-          HS[m + 1], HS[m + 2] = NP[i], st[p + 2]
-          m = m + 2
-        end
-        DIRTY[p + 2] = nil
-        if code == 'swc' then
-          if fx or DIRTY[p + 3] then
-            HS[m + 1], HS[m + 2] = NM[i], st[p + 3]
-            m = m + 2
-          end
-          DIRTY[p + 3] = nil
-        end
-      end
     end
   end
-  if need > e then
-    ttl = ceil(ttl)
-    HS[m + 1], HS[m + 2] = 'e', ttl
-    m = m + 2
-    call(unpack(HS, 1, m))
-    call('PEXPIRE', K, max(1, ceil((ttl - now) / 1000)))
-  elseif m > 2 then
-    call(unpack(HS, 1, m))
-  end
-  if fixed then
-    for i, old in pairs(fixed) do drop(V[8 * i - 2], old, V[8 * i - 7]) end
-  end
+  if m > 2 then call(unpack(HS, 1, m)) end
+  if move then expire(ttl, fresh) end
 end
 
 local m = tonumber(ARGV[2])
@@ -908,7 +949,7 @@ for j = 1, m do
   D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8] =
     ARGV[a + 1], ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a], ARGV[a + 6], ARGV[a + 7] + 0
   local f = ARGV[a]
-  DH[j], DP[j], DM[j] = f .. ':#', f .. ':+', f .. ':-'
+  DR[j] = f .. '@' .. ARGV[a + 6]
 end
 
 local nargs, nkeys = #ARGV, #KEYS
@@ -950,11 +991,13 @@ while (uniform and q <= nkeys) or (not uniform and p <= nargs) do
     -- the request's limits into V, counting its sliding logs, each two keys
     -- after its hash
     if not same then
+      VW = 0
       for i = 1, n do
         local j = ARGV[p + 1 + i] + 0
         local d, v = 8 * j - 8, 8 * i - 8
+        if D[d + 3] > VW then VW = D[d + 3] end
         V[v + 1], V[v + 2], V[v + 3], V[v + 4], V[v + 5], V[v + 6], V[v + 7], V[v + 8] = D[d + 1], D[d + 2], D[d + 3], D[d + 4], D[d + 5], D[d + 6], D[d + 7], D[d + 8]
-        NH[i], NP[i], NM[i] = DH[j], DP[j], DM[j]
+        NR[i] = DR[j]
         if D[d + 1] == 'swl' then logs = logs + 1 end
         if mode == 'f' then
           -- A charge counts consumption made elsewhere (another region)

@@ -48,6 +48,10 @@ inner = function(cmd, key, ...)
   elseif cmd == 'HGET' then
     local h = db[key] or {}
     return h[fmt(a[1])] or false
+  elseif cmd == 'HKEYS' then
+    local r = {}
+    for f in pairs(db[key] or {}) do r[#r + 1] = f end
+    return r
   elseif cmd == 'HDEL' or cmd == 'PEXPIRE' then
     return 1
   elseif cmd == 'TIME' then
@@ -56,6 +60,24 @@ inner = function(cmd, key, ...)
   error('cmd ' .. cmd)
 end
 redis.error_reply = function(s) return {err = s} end
+-- struct, which Redis's Lua has and lua5.1 lacks: the numbers' %.17g
+-- texts stand in for packed doubles, their instructions not counted
+struct = {}
+struct.pack = function(_, ...)
+  local c0 = count
+  local t = {...}
+  for i = 1, #t do t[i] = string.format('%.17g', t[i]) end
+  local r = table.concat(t, ' ')
+  count = c0
+  return r
+end
+struct.unpack = function(_, r)
+  local c0 = count
+  local t = {}
+  for w in string.gmatch(r, '%S+') do t[#t + 1] = tonumber(w) end
+  count = c0
+  return unpack(t)
+end
 local L = {
   {'tb', 'tb', 1000000, 3600000000, 1000000000000, 1, 'tb:3600000000:1000000:1000000000000', 0},
   {'fw', 'fw', 1000000000000, 60000000, 0, 1, 'fw:60000000:1000000000000:0', 0},
