@@ -305,6 +305,10 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 	defer cancel()
 	if err := s.load(ctx); err != nil && !errors.Is(err, ErrStoreUnavailable) {
 		return nil, err
+	} else if err == nil {
+		if err := s.checkVersion(ctx); err != nil {
+			return nil, err
+		}
 	}
 	workers := opts.Pipelines
 	if workers <= 0 {
@@ -359,6 +363,20 @@ func (s *RedisStore) load(ctx context.Context) error {
 	}
 	if sha != s.sha {
 		return fmt.Errorf("load rate-limit script: Redis returned SHA %s, want %s", sha, s.sha)
+	}
+	return nil
+}
+
+// checkVersion refuses a Redis older than 7.0, whose PEXPIRE has no GT or NX
+// option: decide.lua moves a subject's TTL with them, so on such a Redis
+// every decision would fail with a script error rather than a clear one at
+// start. It asks PEXPIRE ... GT of a key that does not exist (0 on 7.0,
+// nothing written); a Redis down at start is not checked here.
+func (s *RedisStore) checkVersion(ctx context.Context) error {
+	err := s.client.Do(ctx, "PEXPIRE", s.prefix+"{version-check}", 1, "GT").Err()
+	var rerr redis.Error
+	if err != nil && errors.As(err, &rerr) {
+		return fmt.Errorf("redis store: Redis 7.0 or later is required (PEXPIRE with GT): %w", err)
 	}
 	return nil
 }

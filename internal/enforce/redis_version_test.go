@@ -1,0 +1,71 @@
+package enforce
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redis6Error is how go-redis reports a Redis error reply.
+type redis6Error string
+
+func (e redis6Error) Error() string { return string(e) }
+func (redis6Error) RedisError()     {}
+
+// redis6 answers PEXPIRE with an option as Redis 6.2 does, passing every
+// other command to the real server.
+type redis6 struct{}
+
+func (redis6) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (redis6) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "pexpire") && len(cmd.Args()) > 3 {
+			err := redis6Error("ERR wrong number of arguments for 'pexpire' command")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (redis6) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestRedisStoreRefusesARedisWithoutPexpireGT(t *testing.T) {
+	client, prefix := newTestRedis(t)
+	newTestRedisStore(t, client, RedisOptions{Prefix: prefix})
+	old := newInstanceClient(t)
+	old.AddHook(redis6{})
+	s, err := NewRedisStore(old, RedisOptions{Prefix: prefix})
+	if err == nil {
+		s.Close()
+		t.Fatal("a Redis without PEXPIRE GT was accepted")
+	}
+	if !strings.Contains(err.Error(), "Redis 7.0 or later") {
+		t.Errorf("error %q does not say what is required", err)
+	}
+	if n, _ := client.Exists(context.Background(), prefix+"{version-check}").Result(); n != 0 {
+		t.Errorf("the check left its key behind")
+	}
+}
+
+// A Redis down at start is not refused: the portal starts, its failure
+// mode governs until Redis answers.
+func TestRedisStoreStartsWhileRedisIsDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s, err := NewRedisStore(c, RedisOptions{})
+	if err != nil {
+		t.Fatalf("with Redis down: %v", err)
+	}
+	s.Close()
+}
