@@ -128,7 +128,10 @@ func TestPlaygroundRecordedTraffic(t *testing.T) {
 		Logger: slog.New(slog.DiscardHandler), Traffic: rec,
 	}))
 	t.Cleanup(withTraffic.srv.Close)
-	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	// At a minute's start, so that the twelfth arrival, a second after the
+	// rest, falls in the same fixed window (at :59 it did not, and was
+	// admitted).
+	at := time.Now().Add(-2 * time.Minute).Truncate(time.Minute)
 	for i := range 12 {
 		rec.Record("GET /api/search", "key:7", at.Add(time.Duration(i/11)*time.Second))
 	}
