@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestRedisStateOfFormerLayoutGoesOn runs a subject's requests on main's
@@ -18,10 +20,6 @@ import (
 // edited at the switch (its state rescaled from the former layout). Once a
 // limit is written again, none of the former layout's fields is left.
 func TestRedisStateOfFormerLayoutGoesOn(t *testing.T) {
-	old, err := os.ReadFile("testdata/decide_main.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const s = time.Second
 	cases := []struct {
 		name         string
@@ -47,20 +45,14 @@ func TestRedisStateOfFormerLayoutGoesOn(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			clock := newFakeClock()
-			client, prefix := newTestRedis(t)
-			red := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+			client, prefix, red, clock, upgrade := onFormerScript(t)
 			mem := NewMemoryStore(MemoryOptions{Now: clock.Now})
-			current := red.sha
-			if red.sha, err = client.ScriptLoad(ctx, string(old)).Result(); err != nil {
-				t.Fatal(err)
-			}
 			rng := rand.New(rand.NewPCG(7, 0))
 			limits := tc.before
 			rejected := [2]int{}
 			for i := range 120 {
 				if i == 60 {
-					red.sha = current
+					upgrade()
 					if tc.then != nil {
 						limits = tc.then
 					}
@@ -102,19 +94,9 @@ func TestRedisStateOfFormerLayoutGoesOn(t *testing.T) {
 // main's script wrote (the layout before records), as the memory store
 // does: the count stands and the grant comes off it.
 func TestRedisQuotaAdjustOnFormerLayout(t *testing.T) {
-	old, err := os.ReadFile("testdata/decide_main.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	clock := newFakeClock()
-	client, prefix := newTestRedis(t)
-	red := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+	_, _, red, clock, upgrade := onFormerScript(t)
 	mem := NewMemoryStore(MemoryOptions{Now: clock.Now})
-	current := red.sha
-	if red.sha, err = client.ScriptLoad(ctx, string(old)).Result(); err != nil {
-		t.Fatal(err)
-	}
 	req := Request{Subject: "granted", Limits: []Limit{{Name: "q", Algorithm: Quota, Period: PeriodDay, Limit: 5}}}
 	for range 4 {
 		for _, st := range []Store{mem, red} {
@@ -123,7 +105,7 @@ func TestRedisQuotaAdjustOnFormerLayout(t *testing.T) {
 			}
 		}
 	}
-	red.sha = current
+	upgrade()
 	want, err := mem.GrantQuota(ctx, req, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +129,25 @@ func TestRedisQuotaAdjustOnFormerLayout(t *testing.T) {
 	}
 }
 
+// onFormerScript returns a Redis store over a fake clock that decides with
+// main's script of before records (testdata/decide_main.lua), and a
+// function that switches it to the current script, as a deploy does.
+func onFormerScript(t *testing.T) (client redis.UniversalClient, prefix string, store *RedisStore, clock *fakeClock, upgrade func()) {
+	t.Helper()
+	old, err := os.ReadFile("testdata/decide_main.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock = newFakeClock()
+	client, prefix = newTestRedis(t)
+	store = newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
+	current := store.sha
+	if store.sha, err = client.ScriptLoad(context.Background(), string(old)).Result(); err != nil {
+		t.Fatal(err)
+	}
+	return client, prefix, store, clock, func() { store.sha = current }
+}
+
 // decisionText is what a caller sees of d: allowed, delay, and each
 // layer's outcome, remaining, reset and retry.
 func decisionText(d Decision) string {
@@ -165,10 +166,6 @@ func decisionText(d Decision) string {
 // record's mark, or the log's, no longer covers its state, with PEXPIRE GT
 // on a hash that may be new, or written by the former layout.
 func TestRedisTTLsCoverTheState(t *testing.T) {
-	old, err := os.ReadFile("testdata/decide_main.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const s = time.Second
 	limits := []Limit{
 		{Name: "tb", Algorithm: TokenBucket, Limit: 1000, Window: 2 * s},
@@ -178,26 +175,19 @@ func TestRedisTTLsCoverTheState(t *testing.T) {
 	}
 	for _, switchAt := range []int{0, 20} {
 		t.Run(fmt.Sprintf("FormerScriptFor%d", switchAt), func(t *testing.T) {
-			ttlsCoverTheState(t, old, limits, switchAt)
+			ttlsCoverTheState(t, limits, switchAt)
 		})
 	}
 }
 
-func ttlsCoverTheState(t *testing.T, old []byte, limits []Limit, switchAt int) {
+func ttlsCoverTheState(t *testing.T, limits []Limit, switchAt int) {
 	const s = time.Second
 	ctx := context.Background()
-	clock := newFakeClock()
-	client, prefix := newTestRedis(t)
-	store := newTestRedisStore(t, client, RedisOptions{Prefix: prefix, Now: clock.Now, Timeout: 2 * time.Second, DisableUsage: true})
-	current := store.sha
-	var err error
-	if store.sha, err = client.ScriptLoad(ctx, string(old)).Result(); err != nil {
-		t.Fatal(err)
-	}
+	client, prefix, store, clock, upgrade := onFormerScript(t)
 	rng := rand.New(rand.NewPCG(3, 0))
 	for i := range 200 {
 		if i == switchAt {
-			store.sha = current
+			upgrade()
 		}
 		clock.Set(clock.Now().Add(time.Duration(rng.IntN(3000)) * time.Millisecond))
 		// one limit, then all of them: the script's two paths

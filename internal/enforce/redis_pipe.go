@@ -154,7 +154,7 @@ func (pc *pipeConn) send(s *RedisStore, w *batcher, leaders []*redisCall, script
 		}
 		return lost
 	}
-	if pc.refused || time.Now().Before(pc.retryAt) {
+	if pc.refused || !pc.retryAt.IsZero() && time.Now().Before(pc.retryAt) {
 		return replies, all()
 	}
 	if pc.conn == nil {
@@ -162,6 +162,7 @@ func (pc *pipeConn) send(s *RedisStore, w *batcher, leaders []*redisCall, script
 			pc.retryAt = time.Now().Add(pc.timeout)
 			return replies, all()
 		}
+		pc.retryAt = time.Time{} // no clock read per batch while connected
 	}
 	out := pc.out[:0]
 	for _, sc := range scripts {
@@ -302,7 +303,7 @@ func appendCommand(out []byte, args []any) ([]byte, bool) {
 	return out, true
 }
 
-func appendBulk(out []byte, s string) []byte {
+func appendBulk[T string | []byte](out []byte, s T) []byte {
 	out = append(out, '$')
 	out = strconv.AppendInt(out, int64(len(s)), 10)
 	out = append(out, '\r', '\n')
@@ -312,10 +313,5 @@ func appendBulk(out []byte, s string) []byte {
 
 func appendBulkInt(out []byte, n int64) []byte {
 	var digits [20]byte
-	d := strconv.AppendInt(digits[:0], n, 10)
-	out = append(out, '$')
-	out = strconv.AppendInt(out, int64(len(d)), 10)
-	out = append(out, '\r', '\n')
-	out = append(out, d...)
-	return append(out, '\r', '\n')
+	return appendBulk(out, strconv.AppendInt(digits[:0], n, 10))
 }
