@@ -167,6 +167,11 @@ type RedisStore struct {
 	// batches numbers the batches sent; a failed batch's number is the
 	// cause its calls' errors carry (see batchError).
 	batches atomic.Uint64
+	// versionChecked is set once checkVersion has passed; refused holds
+	// its error when a Redis that was down at start turned out too old,
+	// which every decision then fails with (see reload).
+	versionChecked atomic.Bool
+	refused        atomic.Pointer[error]
 
 	calls      sync.Pool
 	argsMu     sync.Mutex                           // serialises writers of args
@@ -309,6 +314,7 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 		if err := s.checkVersion(ctx); err != nil {
 			return nil, err
 		}
+		s.versionChecked.Store(true)
 	}
 	workers := opts.Pipelines
 	if workers <= 0 {
@@ -367,11 +373,33 @@ func (s *RedisStore) load(ctx context.Context) error {
 	return nil
 }
 
+// reload loads the script again after a NOSCRIPT (Redis restarted, or was
+// down at start) and, the first time Redis answers, checks its version as
+// NewRedisStore would have: a Redis found too old is refused for good, every
+// decision failing with ErrStoreUnavailable and the reason (the failure mode
+// then governs), rather than with the script's error on each call.
+func (s *RedisStore) reload(ctx context.Context) error {
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	if s.versionChecked.Load() {
+		return nil
+	}
+	if err := s.checkVersion(ctx); err != nil {
+		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		s.refused.Store(&err)
+		return err
+	}
+	s.versionChecked.Store(true)
+	return nil
+}
+
 // checkVersion refuses a Redis older than 7.0, whose PEXPIRE has no GT or NX
 // option: decide.lua moves a subject's TTL with them, so on such a Redis
 // every decision would fail with a script error rather than a clear one at
 // start. It asks PEXPIRE ... GT of a key that does not exist (0 on 7.0,
-// nothing written); a Redis down at start is not checked here.
+// nothing written); a Redis down at start is checked once it answers
+// (reload).
 func (s *RedisStore) checkVersion(ctx context.Context) error {
 	err := s.client.Do(ctx, "PEXPIRE", s.prefix+"{version-check}", 1, "GT").Err()
 	var rerr redis.Error
@@ -416,6 +444,9 @@ func (s *RedisStore) Peek(ctx context.Context, req Request) (Decision, error) {
 func (s *RedisStore) decide(ctx context.Context, req Request, consume bool, layers []LayerResult) (Decision, error) {
 	if err := validateRequest(req); err != nil {
 		return Decision{}, err
+	}
+	if refused := s.refused.Load(); refused != nil {
+		return Decision{}, *refused
 	}
 	var negKey negativeKey
 	clock := s.clock()
@@ -1036,7 +1067,15 @@ func (s *RedisStore) retries(ctx context.Context, replies []scriptReply, scripts
 			continue // the common case: HasErrorPrefix allocates even for nil
 		case isNoScript(r.err):
 			if !loaded {
-				if s.load(ctx) != nil {
+				if s.reload(ctx) != nil {
+					if refused := s.refused.Load(); refused != nil {
+						// Too old a Redis: the reason, not NOSCRIPT.
+						for j := i; j < len(replies); j++ {
+							if replies[j].err != nil && isNoScript(replies[j].err) {
+								replies[j].err = *refused
+							}
+						}
+					}
 					continue
 				}
 				loaded = true

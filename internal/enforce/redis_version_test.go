@@ -2,11 +2,16 @@ package enforce
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // redis6Error is how go-redis reports a Redis error reply.
@@ -68,4 +73,56 @@ func TestRedisStoreStartsWhileRedisIsDown(t *testing.T) {
 		t.Fatalf("with Redis down: %v", err)
 	}
 	s.Close()
+}
+
+// A Redis that was down at start is checked once it answers: one too old
+// is refused with the reason, for every decision, instead of each failing
+// on the script's PEXPIRE GT (which the hook would not even show here: the
+// pipeline's own connection bypasses it, so without the check decisions
+// would go on against the real server).
+func TestRedisStoreChecksTheVersionOnceRedisComesUp(t *testing.T) {
+	testenv.RealRedis(t, "a private redis-server, stopped and started")
+	r := testenv.StartPrivateRedis(t)
+	r.Stop()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(redis6{})
+	s, err := NewRedisStore(c, RedisOptions{DisableUsage: true, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("with Redis down: %v", err)
+	}
+	defer s.Close()
+	req := Request{Subject: "ip:1.2.3.4", Limits: []Limit{{Name: "l", Algorithm: FixedWindow, Limit: 10, Window: time.Minute}}}
+	if _, err := s.Allow(context.Background(), req); !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("with Redis down: err %v, want ErrStoreUnavailable", err)
+	}
+	r.Restart(t)
+	for i := range 2 {
+		_, err := s.Allow(context.Background(), req)
+		if !errors.Is(err, ErrStoreUnavailable) || !strings.Contains(fmt.Sprint(err), "Redis 7.0 or later") {
+			t.Fatalf("decision %d once a too-old Redis answers: err %v, want it refused with the reason", i+1, err)
+		}
+	}
+}
+
+// The same with a Redis new enough: decisions go on once it answers.
+func TestRedisStoreDecidesOnceRedisComesUp(t *testing.T) {
+	testenv.RealRedis(t, "a private redis-server, stopped and started")
+	r := testenv.StartPrivateRedis(t)
+	r.Stop()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s, err := NewRedisStore(c, RedisOptions{DisableUsage: true, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("with Redis down: %v", err)
+	}
+	defer s.Close()
+	req := Request{Subject: "ip:1.2.3.4", Limits: []Limit{{Name: "l", Algorithm: FixedWindow, Limit: 10, Window: time.Minute}}}
+	r.Restart(t)
+	for i := range 3 {
+		d, err := s.Allow(context.Background(), req)
+		if err != nil || !d.Allowed || d.Layers[0].Remaining != int64(9-i) {
+			t.Fatalf("decision %d once Redis answers: %+v, %v; want admitted with %d remaining", i+1, d, err, 9-i)
+		}
+	}
 }
