@@ -34,6 +34,10 @@
 #   ROUNDS=7 DURATION=10s scripts/bench.sh
 #   STORES=redis CONTENDERS="anon anon-off" scripts/bench.sh
 #   BASELINE=main scripts/bench.sh  # this tree's portal against main's
+#   PORTAL_ENV="GOMAXPROCS=1" BASELINE=HEAD scripts/bench.sh
+#       this tree's portal with GOMAXPROCS=1 beside the same code with the
+#       defaults (BASELINE_ENV likewise sets the baseline's environment):
+#       space-separated NAME=value pairs, exported to that portal only
 #   PROFILE="anon anon-off" scripts/bench.sh
 #       also, after the rounds, 10 s CPU and allocation profiles of the
 #       first store's portal (this tree's) under each contender named (pprof
@@ -154,6 +158,10 @@ start_portal() {
 		# Each portal its own counters, should two share a plan id.
 		export PORTAL_REDIS_PREFIX="bench${#instances[@]}:"
 		if [ "$(store_of "$store")" = redis ]; then export REDIS_URL=redis://127.0.0.1:$redis_port/0; else unset REDIS_URL; fi
+		# PORTAL_ENV or BASELINE_ENV: NAME=value pairs for this portal only.
+		local extra=${PORTAL_ENV:-}
+		if [[ $store == *@* ]]; then extra=${BASELINE_ENV:-}; fi
+		for kv in $extra; do export "${kv?}"; done
 		exec "$bin" >"$work/$store.log" 2>&1
 	) &
 	pid_of[$store]=$!
@@ -238,7 +246,7 @@ redis_version=$(redis-server --version | awk '{ print $3 }' | tr -d 'v=')
 echo "date:   $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "cpu:    $cpu_model, $(nproc) cores; $(go version | awk '{ print $3 }'); redis $redis_version"
 echo "load:   $(load) (1, 5, 15 min) at start"
-echo "portal: $rev${BASELINE:+, baseline $BASELINE ($base_rev)}"
+echo "portal: $rev${PORTAL_ENV:+ with $PORTAL_ENV}${BASELINE:+, baseline $BASELINE ($base_rev)${BASELINE_ENV:+ with $BASELINE_ENV}}"
 echo "wrk -t$THREADS -c$CONNS -d$DURATION GET /api/items/1, $ROUNDS rounds, portals: ${instances[*]}"
 for round in $(seq "$ROUNDS"); do
 	for store in "${instances[@]}"; do
