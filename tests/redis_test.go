@@ -2,16 +2,8 @@ package tests
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -159,78 +151,15 @@ func logSays(t *testing.T, p *portal, s string) {
 
 // testCA is a certificate authority made for one test, and a server
 // certificate it signed for 127.0.0.1, as PEM files.
-type testCA struct {
-	caFile, certFile, keyFile string
-	pool                      *x509.CertPool
-}
-
-func newTestCA(t *testing.T) testCA {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Sluice test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := testCA{caFile: filepath.Join(dir, "ca.pem"), certFile: filepath.Join(dir, "server.pem"), keyFile: filepath.Join(dir, "server.key"), pool: x509.NewCertPool()}
-	ca.pool.AddCert(caCert)
-	for path, block := range map[string]*pem.Block{
-		ca.caFile:   {Type: "CERTIFICATE", Bytes: caDER},
-		ca.certFile: {Type: "CERTIFICATE", Bytes: srvDER},
-		ca.keyFile:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ca
-}
-
 // TestPortalOnTLSRedis: REDIS_URL=rediss://... the portal verifies the
 // server's certificate against the system's roots (here SSL_CERT_FILE, a CA
 // made for the test), refuses to start when it cannot, and enforces limits
 // over the TLS connection.
 func TestPortalOnTLSRedis(t *testing.T) {
-	server := testenv.Tool(t, "redis-server", "redis-server")
-	ca := newTestCA(t)
-	port := freePort(t, 32768)
-	startRedisProcess(t, server, "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--tls-cert-file", ca.certFile, "--tls-key-file", ca.keyFile, "--tls-ca-cert-file", ca.caFile,
-		"--tls-auth-clients", "no", "--save", "", "--appendonly", "no")
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	rdb := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1"}})
+	srv := testenv.StartTLSRedis(t)
+	addr := srv.Addr
+	rdb := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: srv.ClientTLS()})
 	t.Cleanup(func() { rdb.Close() })
-	waitPing(t, rdb, "the TLS redis-server")
 	redisURL := "rediss://" + addr + "/0"
 
 	t.Run("RefusesAnUntrustedCertificate", func(t *testing.T) {
@@ -248,7 +177,7 @@ func TestPortalOnTLSRedis(t *testing.T) {
 		}
 	})
 	t.Run("EnforcesOverTLS", func(t *testing.T) {
-		p := startPortalWith(t, portalConfig{redisURL: redisURL, rdb: rdb, env: map[string]string{"SSL_CERT_FILE": ca.caFile}})
+		p := startPortalWith(t, portalConfig{redisURL: redisURL, rdb: rdb, env: map[string]string{"SSL_CERT_FILE": srv.CAFile}})
 		checkLimitsThrough(t, p, scanClient(t, rdb))
 		logSays(t, p, "rate-limit counters: redis server at "+addr)
 	})

@@ -2,18 +2,7 @@ package enforce
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
-	"math/big"
-	mrand "math/rand/v2"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,54 +151,10 @@ func TestRedisStoreOwnConnectionFollowsFailover(t *testing.T) {
 // TestRedisStoreOwnConnectionOverTLS: the workers' connections speak TLS
 // when the client does, through the Dialer go-redis made from TLSConfig.
 func TestRedisStoreOwnConnectionOverTLS(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is needed")
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	addr := "127.0.0.1:" + strconv.Itoa(20000+mrand.IntN(12000))
-	_, port, _ := net.SplitHostPort(addr)
-	srv := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-auth-clients", "no")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1,
-		TLSConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}})
+	srv := testenv.StartTLSRedis(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1, TLSConfig: srv.ClientTLS()})
 	t.Cleanup(func() { client.Close() })
 	ctx := context.Background()
-	for deadline := time.Now().Add(10 * time.Second); client.Ping(ctx).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("TLS redis-server on %s did not answer: %v", addr, client.Ping(ctx).Err())
-		}
-	}
 	store := newTestRedisStore(t, client, RedisOptions{Prefix: "tls:", Pipelines: 1, DisableUsage: true})
 	req := Request{Subject: "a", Limits: []Limit{{Name: "fw", Algorithm: FixedWindow, Limit: 10, Window: time.Hour}}}
 	for i := range 3 {
