@@ -540,6 +540,20 @@ func (sh *memShard) get(h uint64, subject string) *subjectState {
 	return nil
 }
 
+// candidate returns the first state in h's own bucket whose tag is h's, or
+// nil: likely the subject whose hash is h, which the caller compares under
+// the state's lock. A decision on a subject that other cores decide on too
+// then fetches the state's line once, for writing, instead of once to
+// compare the subject and again to lock it.
+func (sh *memShard) candidate(h uint64) *subjectState {
+	t := sh.table.Load()
+	bk := &t.buckets[h&t.mask]
+	if m := matching(bk.tags.Load(), tagOf(h)); m != 0 {
+		return bk.subs[bits.TrailingZeros64(m)/8].Load()
+	}
+	return nil
+}
+
 // add returns the state of subject, creating it when the table has none,
 // first sweeping the shard if it has doubled since the last sweep
 // (amortised O(1) per insert), and growing the table past half full.
@@ -774,7 +788,7 @@ func (s *MemoryStore) decideWith(d *Decision, req *Request, ps []params, keys []
 // average 5, 2026-12-03; see memory_bench_test.go).
 func (s *MemoryStore) allowOne(d *Decision, req *Request, set *limitSet, layers []LayerResult) bool {
 	sh, h := s.locate(req.Subject)
-	sub := sh.get(h, req.Subject)
+	sub := sh.candidate(h)
 	if sub == nil {
 		return false
 	}
@@ -786,6 +800,14 @@ func (s *MemoryStore) allowOne(d *Decision, req *Request, set *limitSet, layers 
 	// The clock is read before the lock, as in decideWith.
 	now := s.clock()
 	sub.mu.Lock()
+	if sub.subject != req.Subject {
+		// Another subject's tag: look the subject up.
+		sub.mu.Unlock()
+		if sub = sh.get(h, req.Subject); sub == nil {
+			return false
+		}
+		sub.mu.Lock()
+	}
 	st := &sub.lim0
 	if sub.dead || now < sub.last || sub.nlimits == 0 || st.key != &set.keys[0] || st.ext != nil {
 		sub.mu.Unlock()
