@@ -140,7 +140,7 @@ type memShard struct {
 // and the table and the states together were 17 MB touched per pass
 // against x/time/rate's 11.5 MB, on an L3 shared with other processes. The
 // slots let fill to seven eighths (2 MB, longer probes) already took that
-// benchmark from 1.37 to 1.19x x/time/rate's time (medians of seven
+// benchmark from 1.38 to 1.19x x/time/rate's time (medians of seven
 // alternating runs, 2026-12-03), at the cost of the hot key's probe.
 type subjectTable struct {
 	mask    uint64
@@ -541,16 +541,27 @@ func (sh *memShard) get(h uint64, subject string) *subjectState {
 	return nil
 }
 
-// candidate returns the first state in h's own bucket whose tag is h's, or
-// nil: likely the subject whose hash is h, which the caller compares under
-// the state's lock. A decision on a subject that other cores decide on too
-// then fetches the state's line once, for writing, instead of once to
-// compare the subject and again to lock it.
+// candidate returns the first state on h's probe whose tag is h's, or nil:
+// likely the subject whose hash is h, which the caller compares under the
+// state's lock. A decision on a subject that other cores decide on too then
+// fetches the state's line once, for writing, instead of once to compare
+// the subject and again to lock it.
 func (sh *memShard) candidate(h uint64) *subjectState {
 	t := sh.table.Load()
-	bk := &t.buckets[h&t.mask]
-	if m := matching(bk.tags.Load(), tagOf(h)); m != 0 {
-		return bk.subs[bits.TrailingZeros64(m)/8].Load()
+	tag := tagOf(h)
+	b := h & t.mask
+	for range len(t.buckets) {
+		bk := &t.buckets[b]
+		tags := bk.tags.Load()
+		for m := matching(tags, tag); m != 0; m &= m - 1 {
+			if sub := bk.subs[bits.TrailingZeros64(m)/8].Load(); sub != nil {
+				return sub
+			}
+		}
+		if tags&bucketOverflowed == 0 {
+			return nil
+		}
+		b = (b + 1) & t.mask
 	}
 	return nil
 }
