@@ -135,7 +135,7 @@ package enforce
 // then the store's and x/time/rate's median ns:
 //
 //	store / x/time/rate    before              after
-//	hot key, serial        0.85 (0.85 - 0.86)  0.85 (0.83 - 0.98)   74 / 88 ns
+//	hot key, serial        0.85 (0.85 - 0.86)  0.84 (0.83 - 0.98)   74 / 88 ns
 //	100k keys, serial      1.35 (1.34 - 1.39)  1.05 (1.02 - 1.06)  138 / 134 ns (before 198 / 143)
 //	hot key, parallel      1.21 (1.21 - 1.25)  1.18 (1.08 - 1.19)  153 / 137 ns
 //	100k keys, parallel    1.62 (1.60 - 1.73)  1.36 (1.18 - 1.56)  180 / 133 ns (before 211 / 133)
@@ -169,11 +169,10 @@ package enforce
 // noise; the buckets: 100,000 keys serially 1.23 - 1.26 to 0.92 - 0.97
 // (three runs at 15x, load 5), in parallel 1.49 - 1.85 to 1.16 - 1.36 (five
 // runs at 20x, against the base), but the hot key in parallel 1.07 to 1.15
-// (medians of five);
-// comparing the subject under its lock (allowOne takes the first state in
-// the bucket whose tag matches, locks it, then compares), so a core fetches
-// a contended state's first line once, for writing, not shared and then
-// again: hot key in parallel 1.45 - 1.48 against 1.69 - 1.76 (three runs;
+// (medians of five); comparing the subject under its lock (allowOne takes
+// the first state on the probe whose tag matches, locks it, then compares),
+// so a core fetches a contended state's first line once, for writing, not
+// shared and then again: hot key in parallel 1.45 - 1.48 against 1.69 - 1.76 (three runs;
 // x/time/rate's own time there 56 ns, another process's load gone), 100,000
 // keys in parallel 1.08 - 1.24 against 1.15 - 1.35. Tried and dropped: the
 // subject looked up before the limit set's check, so that the check ran in
