@@ -172,9 +172,9 @@ package enforce
 // (medians of five); comparing the subject under its lock (allowOne takes
 // the first state on the probe whose tag matches, locks it, then compares),
 // so a core fetches a contended state's first line once, for writing, not
-// shared and then again: hot key in parallel 1.45 - 1.48 against 1.69 - 1.76 (three runs;
-// x/time/rate's own time there 56 ns, another process's load gone), 100,000
-// keys in parallel 1.08 - 1.24 against 1.15 - 1.35. Tried and dropped: the
+// shared and then again: hot key in parallel 1.45 - 1.48 against 1.69 -
+// 1.76 (three runs; x/time/rate's own time there 56 ns, another process's
+// load gone), 100,000 keys in parallel 1.08 - 1.24 against 1.15 - 1.35. Tried and dropped: the
 // subject looked up before the limit set's check, so that the check ran in
 // the slot's miss: 100,000 keys serially 1.44 - 1.57 against 1.42 - 1.60
 // (three runs at 15x), nothing. Bytes per subject at 1,000,000 subjects
