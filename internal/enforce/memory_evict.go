@@ -53,9 +53,9 @@ func (m *evictionMetrics) add(reason string, n int) {
 
 // evictCandidate is a live subject of a full shard, with what orders it.
 type evictCandidate struct {
-	slot  int
-	class int   // 0 idle, 1 active, 2 at or over a limit
-	order int64 // within a class: the oldest last write, or the nearest guard
+	bucket, entry int
+	class         int   // 0 idle, 1 active, 2 at or over a limit
+	order         int64 // within a class: the oldest last write, or the nearest guard
 }
 
 // evict makes room in a shard holding most subjects, under the shard's
@@ -68,23 +68,25 @@ func (sh *memShard) evict(now, most int64, em *evictionMetrics) {
 	t := sh.table.Load()
 	target := sh.live.Load() - most + max(most/8, 1)
 	cands := make([]evictCandidate, 0, sh.live.Load())
-	for i := range t.slots {
-		sub := t.slots[i].sub.Load()
-		if sub == nil || sub == tombstone {
-			continue
+	for b := range t.buckets {
+		for i := range bucketEntries {
+			sub := t.buckets[b].subs[i].Load()
+			if sub == nil {
+				continue
+			}
+			sub.mu.Lock()
+			c := evictCandidate{bucket: b, entry: i}
+			switch {
+			case sub.held() <= now && sub.guard <= now:
+				c.class, c.order = 0, sub.last
+			case sub.guard <= now:
+				c.class, c.order = 1, sub.last
+			default:
+				c.class, c.order = 2, sub.guard
+			}
+			sub.mu.Unlock()
+			cands = append(cands, c)
 		}
-		sub.mu.Lock()
-		c := evictCandidate{slot: i}
-		switch {
-		case sub.held() <= now && sub.guard <= now:
-			c.class, c.order = 0, sub.last
-		case sub.guard <= now:
-			c.class, c.order = 1, sub.last
-		default:
-			c.class, c.order = 2, sub.guard
-		}
-		sub.mu.Unlock()
-		cands = append(cands, c)
 	}
 	slices.SortFunc(cands, func(a, b evictCandidate) int {
 		if a.class != b.class {
@@ -103,10 +105,11 @@ func (sh *memShard) evict(now, most int64, em *evictionMetrics) {
 		if target <= 0 {
 			break
 		}
-		sub := t.slots[c.slot].sub.Load()
+		bk := &t.buckets[c.bucket]
+		sub := bk.subs[c.entry].Load()
 		sub.mu.Lock()
 		sub.dead = true
-		t.slots[c.slot].sub.Store(tombstone)
+		bk.remove(c.entry)
 		sub.mu.Unlock()
 		sh.live.Add(-1)
 		counts[c.class]++

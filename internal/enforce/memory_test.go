@@ -349,9 +349,12 @@ func holdUntil(sub *subjectState, end int64) {
 func TestMemoryShardTable(t *testing.T) {
 	// 64-bit hash collisions are too rare to provoke through the store, so
 	// the table is exercised on a shard directly: subjects with one hash
-	// probe past each other and past the tombstones of swept ones.
-	sh := &memShard{sweepLen: minSweepLen}
-	sh.table.Store(newSubjectTable(minTableSlots))
+	// (and every one here with one tag) share a bucket, fill it and go on
+	// to the next, and take the entries of swept ones. A rebuild places
+	// subjects by the hash the test gave them.
+	hashes := map[string]uint64{"key:a": 7, "key:b": 7, "key:c": 7, "key:d": 8}
+	sh := &memShard{sweepLen: minSweepLen, hash: func(s string) uint64 { return hashes[s] }}
+	sh.table.Store(newSubjectTable(minTableBuckets))
 	add := func(h uint64, subject string) *subjectState { return sh.add(h, subject, 0, 1000, 1<<40, nil) }
 	a, b, c := add(7, "key:a"), add(7, "key:b"), add(7, "key:c")
 	other := add(8, "key:d")
@@ -391,19 +394,22 @@ func TestMemoryShardTable(t *testing.T) {
 	if got := sh.live.Load(); got != 2 {
 		t.Errorf("live = %d after sweeping two of four, want 2", got)
 	}
-	// A swept subject comes back as a new state in a tombstone's slot.
+	// A swept subject comes back as a new state in the entry it left.
 	a2 := add(7, "key:a")
 	holdUntil(a2, 300)
 	if a2 == a || a2.dead || sh.get(7, "key:a") != a2 {
 		t.Errorf("re-adding a swept subject: got %p (old %p), dead %v", a2, a, a2.dead)
 	}
-	if sh.used != 4 {
-		t.Errorf("used = %d slots, want 4 (the tombstone reused)", sh.used)
+	if bk := &sh.table.Load().buckets[7&sh.table.Load().mask]; bk.subs[0].Load() != a2 {
+		t.Errorf("re-added subject not in the first entry its predecessor left")
 	}
-	// Growth: the table is rebuilt past half full, tombstones
-	// dropped, and every live subject stays reachable.
+	if sh.used != 5 {
+		t.Errorf("used = %d, want 5 (four subjects placed, one again)", sh.used)
+	}
+	// Growth: the table is rebuilt past half full, the overflow marks
+	// cleared, and every live subject stays reachable, past full buckets
+	// and past the entries freed by the sweep below.
 	all := map[string]*subjectState{"key:a": a2, "key:b": b, "key:d": other}
-	hashes := map[string]uint64{"key:a": 7, "key:b": 7, "key:d": 8}
 	for i := range 200 {
 		subject := fmt.Sprint("key:n", i)
 		hashes[subject] = uint64(i % 13)
@@ -412,11 +418,28 @@ func TestMemoryShardTable(t *testing.T) {
 	}
 	for subject, want := range all {
 		if got := sh.get(hashes[subject], subject); got != want {
-			t.Fatalf("after growing to %d slots: get(%q) = %p, want %p", len(sh.table.Load().slots), subject, got, want)
+			t.Fatalf("after growing to %d buckets: get(%q) = %p, want %p", len(sh.table.Load().buckets), subject, got, want)
 		}
 	}
-	if n := len(sh.table.Load().slots); 2*sh.used > n {
-		t.Errorf("%d of %d slots used, more than half", sh.used, n)
+	if n := bucketEntries * len(sh.table.Load().buckets); 2*sh.used > n {
+		t.Errorf("%d of %d entries used, more than half", sh.used, n)
+	}
+	// Sweeping every subject of one hash frees entries in full buckets;
+	// those placed past them stay reachable.
+	for subject, want := range all {
+		if hashes[subject] == 3 {
+			holdUntil(want, 100)
+		}
+	}
+	sh.sweep(200, 1000)
+	for subject, want := range all {
+		got := sh.get(hashes[subject], subject)
+		if hashes[subject] == 3 {
+			want = nil
+		}
+		if got != want {
+			t.Fatalf("after sweeping the subjects of hash 3: get(%q) = %p, want %p", subject, got, want)
+		}
 	}
 	sh.sweep(400, 1000)
 	if got := sh.live.Load(); got != 0 {
@@ -517,33 +540,37 @@ func TestMemoryStoreNeverOveradmitsWhileSweeping(t *testing.T) {
 	t.Logf("%d subject-windows checked", len(admitted))
 }
 
-// probeLengths returns the mean and longest distance, in slots, between
+// probeLengths returns the mean and longest distance, in buckets, between
 // where each subject's probe starts in its shard's table and where the
-// subject sits: what a lookup walks past before it finds its subject.
+// subject sits: how many buckets (cache lines) past the first a lookup
+// reads before it finds its subject.
 func probeLengths(s *MemoryStore) (mean float64, longest uint64) {
 	var sum, n uint64
 	for i := range s.shards {
 		t := s.shards[i].table.Load()
-		for j := range t.slots {
-			sub := t.slots[j].sub.Load()
-			if sub == nil || sub == tombstone {
-				continue
+		for b := range t.buckets {
+			for e := range bucketEntries {
+				sub := t.buckets[b].subs[e].Load()
+				if sub == nil {
+					continue
+				}
+				d := (uint64(b) - s.hash(sub.subject)&t.mask) & t.mask
+				sum += d
+				n++
+				longest = max(longest, d)
 			}
-			d := (uint64(j) - t.slots[j].hash.Load()&t.mask) & t.mask
-			sum += d
-			n++
-			longest = max(longest, d)
 		}
 	}
 	return float64(sum) / float64(n), longest
 }
 
 // TestMemoryStoreProbesStayShort holds the tables' probe chains to what
-// linear probing gives on a table at most half full (a mean below 0.5
-// slots; 0.31 with the longest 19 here, against 0.62 and 84 when tables
-// were let fill to three quarters): when the shard and the probe's start
-// both came from the hash's low bits, these 100,000 subjects walked 12.2
-// slots on average and 45 at worst.
+// buckets of seven at most half full give: a mean below 0.1 buckets past
+// a subject's own (0.01 here, the longest 3 to 5), so a lookup reads one
+// line of the table. When the shard and the probe's start both came from
+// the hash's low bits, these 100,000 subjects walked 12.2 slots on average
+// and 45 at worst (tables of 16-byte slots, half full: 0.31 and 19); in
+// buckets, a shard's subjects would all start in one bucket in 64.
 func TestMemoryStoreProbesStayShort(t *testing.T) {
 	store := NewMemoryStore(MemoryOptions{MaxSubjects: 1_000_000})
 	limits := []Limit{{Name: "tb", Algorithm: TokenBucket, Limit: 100, Window: time.Minute, Burst: 100}}
@@ -556,9 +583,9 @@ func TestMemoryStoreProbesStayShort(t *testing.T) {
 		t.Fatalf("store holds %d subjects, want 100000", got)
 	}
 	mean, longest := probeLengths(store)
-	t.Logf("probe distance: mean %.2f slots, longest %d", mean, longest)
-	if mean >= 0.5 {
-		t.Errorf("mean probe distance %.2f slots, want below 0.5", mean)
+	t.Logf("probe distance: mean %.3f buckets, longest %d", mean, longest)
+	if mean >= 0.1 {
+		t.Errorf("mean probe distance %.3f buckets, want below 0.1", mean)
 	}
 }
 
