@@ -522,23 +522,7 @@ func le32(s string) uint32 {
 // get returns the state of subject, whose hash is h, or nil. It takes no
 // lock; the state it returns may have been swept since (see memShard).
 func (sh *memShard) get(h uint64, subject string) *subjectState {
-	t := sh.table.Load()
-	tag := tagOf(h)
-	b := h & t.mask
-	for range len(t.buckets) {
-		bk := &t.buckets[b]
-		tags := bk.tags.Load()
-		for m := matching(tags, tag); m != 0; m &= m - 1 {
-			if sub := bk.subs[bits.TrailingZeros64(m)/8].Load(); sub != nil && sub.subject == subject {
-				return sub
-			}
-		}
-		if tags&bucketOverflowed == 0 {
-			return nil
-		}
-		b = (b + 1) & t.mask
-	}
-	return nil
+	return sh.probe(h, subject, true)
 }
 
 // candidate returns the first state on h's probe whose tag is h's, or nil:
@@ -547,6 +531,12 @@ func (sh *memShard) get(h uint64, subject string) *subjectState {
 // fetches the state's line once, for writing, instead of once to compare
 // the subject and again to lock it.
 func (sh *memShard) candidate(h uint64) *subjectState {
+	return sh.probe(h, "", false)
+}
+
+// probe walks h's buckets for the first state whose tag is h's and, when
+// compare is set, whose subject is subject.
+func (sh *memShard) probe(h uint64, subject string, compare bool) *subjectState {
 	t := sh.table.Load()
 	tag := tagOf(h)
 	b := h & t.mask
@@ -554,7 +544,7 @@ func (sh *memShard) candidate(h uint64) *subjectState {
 		bk := &t.buckets[b]
 		tags := bk.tags.Load()
 		for m := matching(tags, tag); m != 0; m &= m - 1 {
-			if sub := bk.subs[bits.TrailingZeros64(m)/8].Load(); sub != nil {
+			if sub := bk.subs[bits.TrailingZeros64(m)/8].Load(); sub != nil && (!compare || sub.subject == subject) {
 				return sub
 			}
 		}
