@@ -81,17 +81,7 @@ func TestRedisStoreStartsWhileRedisIsDown(t *testing.T) {
 // pipeline's own connection bypasses it, so without the check decisions
 // would go on against the real server).
 func TestRedisStoreChecksTheVersionOnceRedisComesUp(t *testing.T) {
-	testenv.RealRedis(t, "a private redis-server, stopped and started")
-	r := testenv.StartPrivateRedis(t)
-	r.Stop()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
-	c.AddHook(redis6{})
-	s, err := NewRedisStore(c, RedisOptions{DisableUsage: true, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatalf("with Redis down: %v", err)
-	}
-	defer s.Close()
+	s, r := storeWhileRedisIsDown(t, redis6{})
 	req := Request{Subject: "ip:1.2.3.4", Limits: []Limit{{Name: "l", Algorithm: FixedWindow, Limit: 10, Window: time.Minute}}}
 	if _, err := s.Allow(context.Background(), req); !errors.Is(err, ErrStoreUnavailable) {
 		t.Fatalf("with Redis down: err %v, want ErrStoreUnavailable", err)
@@ -107,16 +97,7 @@ func TestRedisStoreChecksTheVersionOnceRedisComesUp(t *testing.T) {
 
 // The same with a Redis new enough: decisions go on once it answers.
 func TestRedisStoreDecidesOnceRedisComesUp(t *testing.T) {
-	testenv.RealRedis(t, "a private redis-server, stopped and started")
-	r := testenv.StartPrivateRedis(t)
-	r.Stop()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
-	s, err := NewRedisStore(c, RedisOptions{DisableUsage: true, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatalf("with Redis down: %v", err)
-	}
-	defer s.Close()
+	s, r := storeWhileRedisIsDown(t)
 	req := Request{Subject: "ip:1.2.3.4", Limits: []Limit{{Name: "l", Algorithm: FixedWindow, Limit: 10, Window: time.Minute}}}
 	r.Restart(t)
 	for i := range 3 {
@@ -125,4 +106,25 @@ func TestRedisStoreDecidesOnceRedisComesUp(t *testing.T) {
 			t.Fatalf("decision %d once Redis answers: %+v, %v; want admitted with %d remaining", i+1, d, err, 9-i)
 		}
 	}
+}
+
+// storeWhileRedisIsDown starts a store on a private redis-server stopped
+// before the store starts, its client carrying hooks; the caller restarts
+// the server.
+func storeWhileRedisIsDown(t *testing.T, hooks ...redis.Hook) (*RedisStore, *testenv.PrivateRedis) {
+	t.Helper()
+	testenv.RealRedis(t, "a private redis-server, stopped and started")
+	r := testenv.StartPrivateRedis(t)
+	r.Stop()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	for _, h := range hooks {
+		c.AddHook(h)
+	}
+	s, err := NewRedisStore(c, RedisOptions{DisableUsage: true, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("with Redis down: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, r
 }

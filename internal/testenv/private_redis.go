@@ -28,20 +28,26 @@ type PrivateRedis struct {
 func StartPrivateRedis(t testing.TB) *PrivateRedis {
 	t.Helper()
 	Tool(t, "redis-server", "redis-server")
+	p := &PrivateRedis{Addr: freeLocalAddr(t)}
+	p.start(t)
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// freeLocalAddr returns 127.0.0.1:port for a port below 32768 (higher ones
+// collide with outgoing connections) that nothing listens on now.
+func freeLocalAddr(t testing.TB) string {
+	t.Helper()
 	for range 20 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(20000+rand.IntN(12000)))
 		if err != nil {
 			continue
 		}
 		_ = l.Close()
-		p := &PrivateRedis{Addr: l.Addr().String()}
-		p.start(t)
-		t.Cleanup(p.Stop)
-		return p
+		return l.Addr().String()
 	}
 	t.Fatal("testenv: no free port below 32768")
-	return nil
+	return ""
 }
 
 func (p *PrivateRedis) start(t testing.TB) {

@@ -10,12 +10,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
-	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -51,19 +49,7 @@ func StartTLSRedis(t testing.TB) *TLSRedis {
 	certFile, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
 	caCert := writeTestCA(t, r.CAFile, certFile, keyFile)
 	r.Roots.AddCert(caCert)
-	for range 20 {
-		port := 20000 + mrand.IntN(12000)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		r.Addr = l.Addr().String()
-		break
-	}
-	if r.Addr == "" {
-		t.Fatal("testenv: no free port below 32768")
-	}
+	r.Addr = freeLocalAddr(t)
 	_, port, _ := net.SplitHostPort(r.Addr)
 	logFile := filepath.Join(dir, "redis.log")
 	cmd := exec.Command(server, "--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
