@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/bootstrap"
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/httplisten"
 )
 
 // usageError marks mistakes on the command line (exit status 2).
@@ -340,7 +341,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 			url, boot.OperatorEmail, boot.GeneratedPassword)
 	}
 
-	go func() { serveErr <- srv.Serve(ln) }()
+	// The listener spares a request that waits for Redis net/http's
+	// background read system call (internal/httplisten).
+	go func() { serveErr <- srv.Serve(httplisten.New(ln, httplisten.Every)) }()
 	if grpcSrv != nil {
 		logger.Info("Envoy rate-limit service listening", "addr", grpcLn.Addr().String())
 		go func() {
