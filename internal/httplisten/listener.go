@@ -39,7 +39,8 @@ const Every = 50 * time.Millisecond
 // package describes. Connections of another kind are returned as they come.
 type Listener struct {
 	net.Listener
-	// tick is closed and replaced every period until Close.
+	// tick is closed and replaced every period until Close, and closed for
+	// good then.
 	tick      atomic.Pointer[chan struct{}]
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -68,6 +69,10 @@ func (l *Listener) run(period time.Duration) {
 			next := make(chan struct{})
 			close(*l.tick.Swap(&next))
 		case <-l.stop:
+			// A closed tick for good: waits from now on end at once.
+			closed := make(chan struct{})
+			close(closed)
+			close(*l.tick.Swap(&closed))
 			return
 		}
 	}
@@ -139,15 +144,13 @@ func (c *conn) Read(p []byte) (int, error) {
 }
 
 // wait returns on the next deadline change or Close, or, reporting that it
-// ran out, after one to two ticks.
+// ran out, after one to two ticks (at once after the Listener's Close).
 func (c *conn) wait() (ranOut bool) {
 	for range 2 {
 		select {
 		case <-c.wake:
 			return false
 		case <-*c.l.tick.Load():
-		case <-c.l.stop:
-			return false
 		}
 	}
 	return true
