@@ -23,7 +23,10 @@ import (
 //	go test -run '^$' -bench WaitingHandler -benchtime 10x ./internal/httplisten
 //
 // 2026-12-03, the 2-core AMD EPYC shared with another engineer's benchmarks
-// (load average about 3): see the README's End-to-end section.
+// (load average about 3), five runs at 10x: wrapped/plain 0.96, 0.97, 0.98,
+// 0.98, 1.00 (31 - 37 us of CPU per request, the client's included); 88 %
+// of the requests' background reads waited (the others were aborted before
+// they began), none ran out.
 func BenchmarkWaitingHandler(b *testing.B) {
 	const conns, perConn = 16, 1000
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
