@@ -63,6 +63,23 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReader(c)
 }
 
+// awaitCancel returns a handler for one request that closes started, waits
+// for the request's context to be cancelled, and sends on cancelled whether
+// it was (false after hang).
+func awaitCancel() (h http.Handler, started chan struct{}, cancelled chan bool) {
+	started, cancelled = make(chan struct{}), make(chan bool, 1)
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(hang):
+			cancelled <- false
+		}
+	})
+	return h, started, cancelled
+}
+
 func get(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n" }
 
 func readBody(t *testing.T, rd *bufio.Reader) string {
@@ -119,17 +136,8 @@ func TestBackgroundReadWaitsForTheAbort(t *testing.T) {
 func TestClientGoingAwayCancelsTheRequest(t *testing.T) {
 	for _, s := range servers {
 		t.Run(s.name, func(t *testing.T) {
-			started := make(chan struct{})
-			cancelled := make(chan bool, 1)
-			l, addr := serve(t, s.new, time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				close(started)
-				select {
-				case <-r.Context().Done():
-					cancelled <- true
-				case <-time.After(hang):
-					cancelled <- false
-				}
-			}))
+			handler, started, cancelled := awaitCancel()
+			l, addr := serve(t, s.new, time.Millisecond, handler)
 			c, _ := dial(t, addr)
 			if _, err := io.WriteString(c, get("/")); err != nil {
 				t.Fatal(err)
@@ -227,22 +235,13 @@ func TestHijackedConnectionReadsAtOnce(t *testing.T) {
 // wait, and the connection, which ends this one; the read finds the
 // connection closed and the request's context is cancelled.
 func TestCloseEndsTheWait(t *testing.T) {
-	started := make(chan struct{})
-	cancelled := make(chan bool, 1)
+	handler, started, cancelled := awaitCancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := New(ln, time.Hour)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(started)
-		select {
-		case <-r.Context().Done():
-			cancelled <- true
-		case <-time.After(hang):
-			cancelled <- false
-		}
-	})}
+	srv := &http.Server{Handler: handler}
 	go func() { _ = srv.Serve(l) }()
 	c, _ := dial(t, ln.Addr().String())
 	if _, err := io.WriteString(c, get("/")); err != nil {
