@@ -221,11 +221,27 @@ func newSubjectTable(buckets int) *subjectTable {
 // which is all a decision on a one-limit plan reads or writes. Its other
 // limits and older usage entries are in extra. (336 bytes before, with two
 // limits and a slice of usage series inline: BenchmarkMemoryBytesPerSubject
-// went from 491 to 162 bytes a subject, see memory_bench_test.go; a test
-// holds the size.) When its limits no longer hold state and its usage is
-// past UsageRetention, nothing of the subject matters (see expiry).
+// went from 491 to 162 bytes a subject, see memory_bench_test.go.) When its
+// limits no longer hold state and its usage is past UsageRetention, nothing
+// of the subject matters (see expiry).
+//
+// The first cache line holds everything a decision writes (the lock, last,
+// the latest usage entry, the first limit's counter), the second what it
+// only reads, unless a limit is exhausted (guard) or the subject gains a
+// limit or its extra: a decision on a subject that other cores decide on
+// too then takes one line from them, not two, and the read-only line stays
+// shared in every core's cache. <FIGURE> TestSubjectStateLayout holds the
+// layout.
 type subjectState struct {
+	// The written line.
 	mu   sync.Mutex
+	last int64      // µs: the clock reading of the latest write
+	use0 usageEntry // the latest usage entry; the older ones are in extra
+	// lim0 is the first limit's state (when nlimits > 0), its counter on
+	// this line and its key on the next; the others are in extra.limits.
+	lim0 limitState
+
+	// The line a decision reads.
 	dead bool // swept out of its shard's table: look the subject up again
 	// nlimits is how many limit states the subject holds, lim0 first, so
 	// that a decision on a one-limit plan does not read extra, whose
@@ -233,16 +249,11 @@ type subjectState struct {
 	// 100,000 subjects once their usage had spilled into it).
 	nlimits uint32
 	subject string
-	last    int64 // µs: the clock reading of the latest write
 	// guard is until when a limit is exhausted (µs): the latest decision
 	// found a layer with nothing remaining, so forgetting the subject
 	// before then would hand it a fresh budget early.
 	guard int64
-	// lim0 is the first limit's state (when nlimits > 0); the others are
-	// in extra.limits.
-	lim0  limitState
 	extra *subjectExtra
-	use0  usageEntry // the latest usage entry; the older ones are in extra
 }
 
 // subjectExtra is what a subject holds beyond one limit's state and one
@@ -315,13 +326,17 @@ func (sub *subjectState) expiry() int64 {
 // or burst keeps its state, rescaled to the new figures at its next admitted
 // request (see rescale), as in Redis; key holds the figures it was last
 // written under.
+//
+// The counter comes first, so that a subject's first limit has its counter
+// on the state's written cache line and its key and ext on the read one
+// (see subjectState).
 type limitState struct {
-	key *limitKey
+	counter counterState
+	key     *limitKey
 	// ext holds the scope of a PerKey limit's state and a sliding log's
 	// entries; nil for the state of any other limit shared by the whole
 	// subject, the common case, which so costs 8 bytes instead of 56.
-	ext     *limitExt
-	counter counterState
+	ext *limitExt
 }
 
 type limitExt struct {

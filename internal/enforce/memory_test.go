@@ -589,15 +589,55 @@ func TestMemoryStoreProbesStayShort(t *testing.T) {
 	}
 }
 
-// TestSubjectStateFitsTwoCacheLines holds subjectState to the 128 bytes of
-// one allocator size class, which lays it on exactly two cache lines: the
-// figures in memory_bench_test.go depend on it.
-func TestSubjectStateFitsTwoCacheLines(t *testing.T) {
-	if got := unsafe.Sizeof(subjectState{}); got != 128 {
-		t.Errorf("subjectState is %d bytes, want 128", got)
+// TestSubjectStateLayout holds subjectState to the 128 bytes of one
+// allocator size class, which lays it on exactly two cache lines, with
+// everything a decision on a one-limit plan writes on the first and what it
+// only reads on the second: the figures in memory_bench_test.go depend on
+// it, and a field added in the wrong place would split the written line
+// again without failing anything else.
+func TestSubjectStateLayout(t *testing.T) {
+	const line = 64
+	var sub subjectState
+	if got := unsafe.Sizeof(sub); got <= 112 || got > 128 {
+		t.Errorf("subjectState is %d bytes, want 113 to 128 (the 128-byte size class)", got)
 	}
 	if got := unsafe.Sizeof(usageEntry{}); got != 16 {
 		t.Errorf("usageEntry is %d bytes, want 16", got)
+	}
+	if got := unsafe.Sizeof(counterState{}); got != 32 {
+		t.Errorf("counterState is %d bytes, want 32", got)
+	}
+	counter := unsafe.Offsetof(sub.lim0) + unsafe.Offsetof(sub.lim0.counter)
+	written := []struct {
+		name       string
+		start, end uintptr
+	}{
+		{"mu", unsafe.Offsetof(sub.mu), unsafe.Offsetof(sub.mu) + unsafe.Sizeof(sub.mu)},
+		{"last", unsafe.Offsetof(sub.last), unsafe.Offsetof(sub.last) + unsafe.Sizeof(sub.last)},
+		{"use0", unsafe.Offsetof(sub.use0), unsafe.Offsetof(sub.use0) + unsafe.Sizeof(sub.use0)},
+		{"lim0.counter", counter, counter + unsafe.Sizeof(sub.lim0.counter)},
+	}
+	for _, f := range written {
+		if f.end > line {
+			t.Errorf("%s at bytes %d to %d, want it within the first cache line (a decision writes it)", f.name, f.start, f.end)
+		}
+	}
+	read := []struct {
+		name  string
+		start uintptr
+	}{
+		{"lim0.key", unsafe.Offsetof(sub.lim0) + unsafe.Offsetof(sub.lim0.key)},
+		{"lim0.ext", unsafe.Offsetof(sub.lim0) + unsafe.Offsetof(sub.lim0.ext)},
+		{"dead", unsafe.Offsetof(sub.dead)},
+		{"nlimits", unsafe.Offsetof(sub.nlimits)},
+		{"subject", unsafe.Offsetof(sub.subject)},
+		{"guard", unsafe.Offsetof(sub.guard)},
+		{"extra", unsafe.Offsetof(sub.extra)},
+	}
+	for _, f := range read {
+		if f.start < line {
+			t.Errorf("%s at byte %d, want it on the second cache line (a decision only reads it)", f.name, f.start)
+		}
 	}
 }
 
