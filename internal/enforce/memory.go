@@ -267,8 +267,8 @@ type subjectExtra struct {
 	usage  []usageEntry // the usage entries before use0, oldest first
 	inline [1]limitState
 	// usageInline holds the first older usage entry, so that a subject's
-	// first new bucket costs one allocation, not two (128 bytes, a size
-	// class of its own, against 112).
+	// first new bucket costs one allocation, not two (112 bytes, a size
+	// class of its own, against 96).
 	usageInline [1]usageEntry
 }
 
