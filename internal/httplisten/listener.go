@@ -107,14 +107,13 @@ func (l *Listener) Close() error {
 // and ReadFrom (sendfile).
 type conn struct {
 	*net.TCPConn
-	l  *Listener
-	mu sync.Mutex
+	l *Listener
 	// armed: the latest call was SetReadDeadline with the zero time, which
 	// is how net/http starts a background read, a one-byte read. Any read
 	// disarms, and so does any other deadline: a hijack clears both
 	// deadlines with SetDeadline, so a hijacked connection's reads go
 	// straight through.
-	armed bool
+	armed atomic.Bool
 	// wake is signalled by every deadline change and by Close, to end a
 	// background read's wait.
 	wake chan struct{}
@@ -123,9 +122,7 @@ type conn struct {
 // Read reads from the connection; net/http's background read waits first.
 func (c *conn) Read(p []byte) (int, error) {
 	if len(p) != 1 {
-		c.mu.Lock()
-		c.armed = false
-		c.mu.Unlock()
+		c.armed.Store(false)
 		return c.TCPConn.Read(p)
 	}
 	// Drained before the state is read: a deadline change from here on
@@ -134,11 +131,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	case <-c.wake:
 	default:
 	}
-	c.mu.Lock()
-	armed := c.armed
-	c.armed = false
-	c.mu.Unlock()
-	if armed {
+	if c.armed.Swap(false) {
 		c.l.deferred.Add(1)
 		if c.wait() {
 			c.l.ranOut.Add(1)
@@ -163,9 +156,13 @@ func (c *conn) wait() (ranOut bool) {
 }
 
 func (c *conn) setRead(t time.Time, arm bool) {
-	c.mu.Lock()
-	c.armed = arm && t.IsZero()
-	c.mu.Unlock()
+	c.armed.Store(arm && t.IsZero())
+	c.signal()
+}
+
+// signal ends a background read's wait, or the next one's if none waits
+// (Read drains it first).
+func (c *conn) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -190,9 +187,6 @@ func (c *conn) SetDeadline(t time.Time) error {
 // Close closes the connection and ends a background read's wait.
 func (c *conn) Close() error {
 	err := c.TCPConn.Close()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.signal()
 	return err
 }
