@@ -17,7 +17,11 @@
 # plus system CPU time over the requests wrk completed; "CPU share" is the
 # unlimited twin's CPU per request over the contender's, the share of the
 # route's throughput a portal that has the cores to itself keeps, which the
-# load of other processes moves much less than req/s.
+# load of other processes moves much less than req/s. For the Redis store the
+# tables also give redis-server's own CPU per request (it shares the cores,
+# so it is part of what a limited request costs the machine) and how many
+# requests one call of the decision script decided on average (INFO
+# commandstats; the script's fixed cost per call is most of Redis's share).
 #
 # The script builds ./cmd/portal, starts its own redis-server on a free port
 # below 32768 (never the shared one), and creates one database per portal on
@@ -109,7 +113,8 @@ fi
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
 	>"$work/redis.log" 2>&1 &
-pids+=($!)
+redis_pid=$!
+pids+=("$redis_pid")
 wait_for_redis() {
 	for _ in $(seq 100); do
 		redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0
@@ -206,7 +211,9 @@ anonymous_plan() {
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# one_run INSTANCE CONTENDER prints "rps p50_ms p99_ms non2xx cpu_us_per_req".
+# one_run INSTANCE CONTENDER prints "rps p50_ms p99_ms non2xx cpu_us_per_req
+# redis_cpu_us_per_req requests_per_script_call" (the last two 0 when the
+# route called no script).
 one_run() {
 	local store=$1 c=$2 url hdr=()
 	url="http://127.0.0.1:${port[$store]}/api/items/1"
@@ -218,18 +225,25 @@ one_run() {
 	esac
 	# Warm up connections, pools and the CPU governor; not measured.
 	wrk -t"$THREADS" -c"$CONNS" -d1s "${hdr[@]}" "$url" >/dev/null
-	local before after
+	local before after redis_before redis_after calls
 	before=$(cpu_ticks "${pid_of[$store]}")
+	redis_before=$(cpu_ticks "$redis_pid")
+	redis-cli -p "$redis_port" config resetstat >/dev/null
 	wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "${hdr[@]}" "$url" >"$work/wrk.out"
 	after=$(cpu_ticks "${pid_of[$store]}")
-	awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+	redis_after=$(cpu_ticks "$redis_pid")
+	calls=$(redis-cli -p "$redis_port" info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+	awk -v ticks=$((after - before)) -v rticks=$((redis_after - redis_before)) -v calls="${calls:-0}" -v hz="$(getconf CLK_TCK)" '
 		function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
 		/Requests\/sec:/ { rps = $2 }
 		/^ +50%/ { p50 = ms($2) }
 		/^ +99%/ { p99 = ms($2) }
 		/Non-2xx/ { bad = $NF }
 		/requests in/ { total = $1 }
-		END { printf "%.0f %.3f %.3f %s %.1f\n", rps, p50, p99, (bad == "" ? 0 : bad), (total ? ticks / hz * 1e6 / total : 0) }
+		END {
+			printf "%.0f %.3f %.3f %s %.1f %.1f %.1f\n", rps, p50, p99, (bad == "" ? 0 : bad), (total ? ticks / hz * 1e6 / total : 0),
+				(total && calls ? rticks / hz * 1e6 / total : 0), (calls ? total / calls : 0)
+		}
 	' "$work/wrk.out"
 }
 
@@ -252,7 +266,7 @@ for round in $(seq "$ROUNDS"); do
 	for store in "${instances[@]}"; do
 		for c in $CONTENDERS; do
 			result=$(one_run "$store" "$c")
-			echo "round $round $store $c: req/s p50ms p99ms non2xx cpu-us/req = $result  (load $(load))"
+			echo "round $round $store $c: req/s p50ms p99ms non2xx cpu-us/req redis-us/req req/script = $result  (load $(load))"
 			echo "$store $c $result" >>"$work/results"
 		done
 	done
@@ -292,8 +306,8 @@ import statistics, sys
 baseline = sys.argv[2]
 rows = {}
 for line in open(sys.argv[1]):
-    inst, c, rps, p50, p99, bad, cpu = line.split()
-    rows.setdefault((inst, c), []).append((float(rps), float(p50), float(p99), int(bad), float(cpu)))
+    inst, c, rps, p50, p99, bad, cpu, rcpu, per_call = line.split()
+    rows.setdefault((inst, c), []).append((float(rps), float(p50), float(p99), int(bad), float(cpu), float(rcpu), float(per_call)))
 med = lambda xs: statistics.median(xs)
 rng = lambda xs, f: f"{f(med(xs))} ({f(min(xs))} - {f(max(xs))})"
 pct = lambda x: f"{x:.0f} %"
@@ -312,22 +326,27 @@ def shares(inst, c):
     cpu = [b[4] / a[4] * 100 for a, b in zip(rs, twin) if a[4] > 0]
     return share, cpu
 
-print("| portal | caller | req/s median (range) | share of no limits (range) | portal CPU us/req | CPU share (range) | p50 ms | p99 ms |")
-print("|---|---|---|---|---|---|---|---|")
+def scripted(rs, i, fmt):
+    """The median of field i over the runs that called the script, or -."""
+    xs = [r[i] for r in rs if r[6] > 0]
+    return format(med(xs), fmt) if xs else "-"
+
+print("| portal | caller | req/s median (range) | share of no limits (range) | portal CPU us/req | CPU share (range) | Redis CPU us/req | requests per script call | p50 ms | p99 ms |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for (inst, c), rs in rows.items():
     share, cpu = shares(inst, c)
     bad = sum(r[3] for r in rs)
     note = f" NON-2XX: {bad}" if bad else ""
     print(f"| {inst} | {c} | {rng([r[0] for r in rs], lambda x: f'{x/1000:.1f}k')} | "
           f"{pcts(share) if share else '-'} | {med(r[4] for r in rs):.1f} | {pcts(cpu) if cpu else '-'} | "
-          f"{med(r[1] for r in rs):.2f} | {med(r[2] for r in rs):.2f} |{note}")
+          f"{scripted(rs, 5, '.1f')} | {scripted(rs, 6, '.1f')} | {med(r[1] for r in rs):.2f} | {med(r[2] for r in rs):.2f} |{note}")
 
 if baseline:
     print()
     print(f"This tree's portal against {baseline}'s, per round (both ran in every round):")
     print()
-    print(f"| store | caller | CPU us/req, this / {baseline} (range) | req/s, this / {baseline} (range) | share: this, {baseline} | CPU share: this, {baseline} |")
-    print("|---|---|---|---|---|---|")
+    print(f"| store | caller | CPU us/req, this / {baseline} (range) | req/s, this / {baseline} (range) | share: this, {baseline} | CPU share: this, {baseline} | Redis CPU us/req: this, {baseline} | requests per script call: this, {baseline} |")
+    print("|---|---|---|---|---|---|---|---|")
     for (inst, c), rs in rows.items():
         if "@" in inst:
             continue
@@ -339,5 +358,6 @@ if baseline:
         s1, c1 = shares(inst, c)
         s2, c2 = shares(f"{inst}@{baseline}", c)
         both = lambda a, b: f"{med(a):.0f} %, {med(b):.0f} %" if a and b else "-"
-        print(f"| {inst} | {c} | {rng(cpu, lambda x: f'{x:.2f}')} | {rng(rps, lambda x: f'{x:.2f}')} | {both(s1, s2)} | {both(c1, c2)} |")
+        pair = lambda i: f"{scripted(rs, i, '.1f')}, {scripted(base, i, '.1f')}"
+        print(f"| {inst} | {c} | {rng(cpu, lambda x: f'{x:.2f}')} | {rng(rps, lambda x: f'{x:.2f}')} | {both(s1, s2)} | {both(c1, c2)} | {pair(5)} | {pair(6)} |")
 PY
