@@ -1,0 +1,89 @@
+package enforce
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestMemoryStoreOneLimitPathDecidesAsTheGeneralPath runs one sequence of
+// requests through allowOne (a cached one-limit set, which describes the
+// answer after the subject's lock) and through decideWith (the general
+// path, keys not cached), each on a store of its own, and wants the same
+// decisions, counter state, last write and guard after every request, for
+// every counter algorithm, with layers exhausted and refilled.
+func TestMemoryStoreOneLimitPathDecidesAsTheGeneralPath(t *testing.T) {
+	const subject = "key:one"
+	for _, tc := range []struct {
+		name  string
+		limit Limit
+		gap   time.Duration // arrivals are 0 to gap apart
+	}{
+		{"FixedWindow", Limit{Name: "l", Algorithm: FixedWindow, Limit: 5, Window: time.Second}, 300 * time.Millisecond},
+		{"SlidingWindowCounter", Limit{Name: "l", Algorithm: SlidingWindowCounter, Limit: 5, Window: time.Second}, 300 * time.Millisecond},
+		{"TokenBucket", Limit{Name: "l", Algorithm: TokenBucket, Limit: 4, Window: time.Second, Burst: 3}, 400 * time.Millisecond},
+		{"TokenBucketCost2", Limit{Name: "l", Algorithm: TokenBucket, Limit: 7, Window: 3 * time.Second, Burst: 5, Cost: 2}, 500 * time.Millisecond},
+		{"LeakyBucket", Limit{Name: "l", Algorithm: LeakyBucket, Limit: 4, Window: time.Second, Burst: 2}, 400 * time.Millisecond},
+		{"LeakyBucketQueue", Limit{Name: "l", Algorithm: LeakyBucket, Limit: 4, Window: time.Second, Burst: 2, Mode: ModeQueue}, 400 * time.Millisecond},
+		{"TokenBucketShadow", Limit{Name: "l", Algorithm: TokenBucket, Limit: 4, Window: time.Second, Burst: 2, Mode: ModeShadow}, 400 * time.Millisecond},
+		{"QuotaDay", Limit{Name: "l", Algorithm: Quota, Period: PeriodDay, Limit: 5}, 5 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newFakeClock()
+			fast := NewMemoryStore(MemoryOptions{Now: clock.Now})
+			general := NewMemoryStore(MemoryOptions{Now: clock.Now})
+			limits := []Limit{tc.limit}
+			ps, err := compileLimits(limits, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(7, 7))
+			now := epoch
+			var took, admitted, rejected int
+			for i := range 400 {
+				now = now.Add(time.Duration(rng.Int64N(int64(tc.gap))))
+				clock.Set(now)
+				req := Request{Subject: subject, Route: "GET /x", Limits: limits}
+				var got Decision
+				if set := fast.sets.get(limits); set != nil && set.oneCounter && fast.allowOne(&got, &req, set, nil) {
+					took++
+				} else if got, err = fast.Allow(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				var want Decision
+				if err := general.decideCompiled(&want, &req, ps, nil, true, nil); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("request %d at +%s: one-limit path %+v, general path %+v", i, now.Sub(epoch), got, want)
+				}
+				if got.Allowed {
+					admitted++
+				} else {
+					rejected++
+				}
+				a, b := stateOf(fast, subject), stateOf(general, subject)
+				if a.lim0.counter != b.lim0.counter || a.last != b.last || a.guard != b.guard {
+					t.Fatalf("request %d at +%s: one-limit path left counter %+v last %d guard %d, general path %+v %d %d",
+						i, now.Sub(epoch), a.lim0.counter, a.last, a.guard, b.lim0.counter, b.last, b.guard)
+				}
+			}
+			if took < 300 {
+				t.Errorf("allowOne decided %d of 400 requests, want most", took)
+			}
+			if tc.limit.Mode != ModeShadow && (admitted < 40 || rejected < 40) {
+				t.Errorf("%d admitted, %d rejected: the sequence did not exercise both outcomes", admitted, rejected)
+			}
+		})
+	}
+}
+
+// stateOf is subject's state in s, or nil.
+func stateOf(s *MemoryStore, subject string) *subjectState {
+	sh, h := s.locate(subject)
+	return sh.get(h, subject)
+}
+
