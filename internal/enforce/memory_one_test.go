@@ -87,3 +87,49 @@ func stateOf(s *MemoryStore, subject string) *subjectState {
 	return sh.get(h, subject)
 }
 
+// TestMemoryStoreOneLimitPathAdoptsEqualLimits: two slices of equal limits
+// taking turns on a subject both take allowOne; a slice whose limit has
+// other figures does not (decideWith rescales the state), nor one naming
+// another limit.
+func TestMemoryStoreOneLimitPathAdoptsEqualLimits(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	store := NewMemoryStore(MemoryOptions{Now: clock.Now})
+	limit := Limit{Name: "l", Algorithm: TokenBucket, Limit: 100, Window: time.Second}
+	a, b := []Limit{limit}, []Limit{limit}
+	edited, renamed := []Limit{limit}, []Limit{limit}
+	edited[0].Burst = 50
+	renamed[0].Name = "m"
+	// Seen twice, a slice is cached.
+	for _, limits := range [][]Limit{a, a, b, b, edited, edited, renamed, renamed} {
+		if _, err := store.Allow(ctx, Request{Subject: "key:a", Limits: limits}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allowOne := func(limits []Limit) bool {
+		t.Helper()
+		set := store.sets.get(limits)
+		if set == nil || !set.oneCounter {
+			t.Fatal("limit set not cached")
+		}
+		var d Decision
+		return store.allowOne(&d, &Request{Subject: "key:a", Limits: limits}, set, nil)
+	}
+	if _, err := store.Allow(ctx, Request{Subject: "key:a", Limits: a}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if !allowOne(b) {
+			t.Fatalf("turn %d: allowOne refused a slice equal to the state's", i)
+		}
+		if !allowOne(a) {
+			t.Fatalf("turn %d: allowOne refused the state's own slice after an equal one", i)
+		}
+	}
+	if allowOne(edited) {
+		t.Error("allowOne decided a limit of other figures over the state, want decideWith to rescale it")
+	}
+	if allowOne(renamed) {
+		t.Error("allowOne decided another limit over the state")
+	}
+}
