@@ -10,10 +10,10 @@ import (
 
 // TestMemoryStoreOneLimitPathDecidesAsTheGeneralPath runs one sequence of
 // requests through allowOne (a cached one-limit set) and through
-// decideWith (the general
-// path, keys not cached), each on a store of its own, and wants the same
-// decisions, counter state, last write and guard after every request, for
-// every counter algorithm, with layers exhausted and refilled.
+// decideWith (the general path, keys not cached), each on a store of its
+// own, and wants the same decisions, counter state, last write and guard
+// after every request, for every counter algorithm, with layers exhausted
+// and refilled.
 func TestMemoryStoreOneLimitPathDecidesAsTheGeneralPath(t *testing.T) {
 	const subject = "key:one"
 	for _, tc := range []struct {
