@@ -29,6 +29,9 @@ const (
 	// itemsLimit is the shop plan's tier on "GET /items/{id}".
 	itemsLimit = 5
 	itemsRoute = "GET /items/{id}"
+	// slotsRoute has a concurrency tier: its admissions carry a lease
+	// token for the gateway alone.
+	slotsRoute = "GET /slots/{id}"
 )
 
 // fixture is a control plane with a declared "shop" service, a plan
@@ -84,14 +87,15 @@ func (f *fixture) seed(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := f.services.Create(ctx, actor, services.Input{Slug: "shop", Name: "Shop",
-		Routes: []string{itemsRoute, "POST /orders", "GET /files/{path...}"}}); err != nil {
+		Routes: []string{itemsRoute, "POST /orders", "GET /files/{path...}", slotsRoute}}); err != nil {
 		t.Fatal(err)
 	}
 	var err error
 	f.plan, err = f.plans.Create(ctx, actor, plans.PlanInput{Slug: "shop", Name: "Shop", IsDefault: true,
 		Limits: []plans.LimitInput{{Name: "items", Route: itemsRoute, Algorithm: "fixed_window",
 			Limit: itemsLimit, WindowSeconds: 3600},
-			{Name: "files", Route: "GET /files/{path...}", Algorithm: "fixed_window", Limit: 1, WindowSeconds: 3600, Mode: "degrade"}}})
+			{Name: "files", Route: "GET /files/{path...}", Algorithm: "fixed_window", Limit: 1, WindowSeconds: 3600, Mode: "degrade"},
+			{Name: "slots", Route: slotsRoute, Algorithm: "concurrency", Limit: 100}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +166,32 @@ type upstream struct {
 
 func newUpstream(t testing.TB) *upstream {
 	t.Helper()
+	return newUpstreamWith(t, false)
+}
+
+// echoed are the decision's headers an echoing upstream takes off the
+// request and puts on its answer.
+var echoed = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Sluice-RateLimit-Degraded"}
+
+// newUpstreamWith is newUpstream; with echo it copies the decision's
+// headers from the request onto its answer, as an API behind a gateway that
+// cannot (Traefik) does.
+func newUpstreamWith(t testing.TB, echo bool) *upstream {
+	t.Helper()
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.served.Add(1)
+		if echo {
+			for _, h := range echoed {
+				if v := r.Header.Get(h); v != "" {
+					w.Header().Set(h, v)
+				}
+				r.Header.Del(h)
+			}
+			if v := r.Header.Get("Sluice-Degraded"); v != "" {
+				w.Header().Set("Sluice-Degraded", v)
+			}
+		}
 		for name := range r.Header {
 			// The gateway configs strip the decision's headers from
 			// what the API receives, and Sluice's internal ones (the

@@ -368,9 +368,11 @@ func portalStopped(t *testing.T, p *portalProcess, api *upstream, closedBase, op
 	t.Helper()
 	for _, base := range []string{closedBase, openBase} {
 		res := get(t, "GET", base+"/items/1", p.Secret)
+		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != http.StatusOK || res.Header.Get("X-RateLimit-Limit") != itoa(itemsLimit) {
-			t.Fatalf("%s with the portal running: status %d, X-RateLimit-Limit %q", base, res.StatusCode, res.Header.Get("X-RateLimit-Limit"))
+			t.Fatalf("%s with the portal running: status %d, X-RateLimit-Limit %q, headers %v, body %q",
+				base, res.StatusCode, res.Header.Get("X-RateLimit-Limit"), res.Header, body)
 		}
 	}
 	p.Stop(t)

@@ -94,8 +94,18 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		}
 	}
 
+	// An admission that holds a concurrency slot carries its lease token
+	// to the gateway, never to the client or the API.
+	res := get(t, "GET", base+"/slots/1", f.secret)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(body) != "served GET /slots/1" {
+		t.Errorf("GET /slots/1: status %d body %q", res.StatusCode, body)
+	}
+	noInternalHeaders(t, "slot held", res)
+
 	// A route without a tier passes; a bad key never reaches the API.
-	res := get(t, "POST", base+"/orders", f.secret)
+	res = get(t, "POST", base+"/orders", f.secret)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		t.Errorf("POST /orders: status %d, want 200", res.StatusCode)
@@ -104,7 +114,7 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		t.Errorf("POST /orders has no limit but carries X-RateLimit-Limit %q", v)
 	}
 	res = get(t, "GET", base+"/items/1", "sk_live_unknown")
-	body, _ := io.ReadAll(res.Body)
+	body, _ = io.ReadAll(res.Body)
 	res.Body.Close()
 	var b struct{ Error string }
 	if res.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &b) != nil || b.Error != "invalid_api_key" {
@@ -114,8 +124,12 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		t.Errorf("401 WWW-Authenticate %q, want it once", v)
 	}
 	noInternalHeaders(t, "401", res)
-	if n := api.served.Load(); n != itemsLimit+3 {
-		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+3)
+	if n := api.served.Load(); n != itemsLimit+4 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+4)
+	}
+
+	if f.check.Load() == nil {
+		return // the portal's own reverse proxy: no check to swap
 	}
 
 	// The portal decides without Redis, in its default failure mode
@@ -149,8 +163,8 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 	}
 	noInternalHeaders(t, "503", res)
 	f.useCheck(gateway.NewCheck(f.catalogs(), f.mw, f.logger))
-	if n := api.served.Load(); n != itemsLimit+4 {
-		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+4)
+	if n := api.served.Load(); n != itemsLimit+5 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+5)
 	}
 }
 
