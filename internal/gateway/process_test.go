@@ -311,12 +311,51 @@ func startPortalProcess(t *testing.T) *portalProcess {
 	return p
 }
 
-// Stop freezes the portal (SIGSTOP) until Resume or the test's end.
+// Stop freezes the portal (SIGSTOP) until Resume or the test's end. It
+// returns once every thread of the process is stopped: kill returns before
+// a busy process's threads have all stopped, and one still running would
+// answer the next request.
 func (p *portalProcess) Stop(t *testing.T) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	tasks := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stopped, err := allStopped(tasks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the portal's threads did not all stop within 30 s of SIGSTOP")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allStopped reports whether every thread listed under a /proc/PID/task
+// directory is in the stopped state (T).
+func allStopped(tasks string) (bool, error) {
+	entries, err := os.ReadDir(tasks)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(tasks, e.Name(), "stat"))
+		if err != nil {
+			return false, err
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		if f := strings.Fields(rest); len(f) == 0 || f[0] != "T" {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Resume lets a stopped portal run again (SIGCONT).
