@@ -202,8 +202,10 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	}()
 	var metricsLn net.Listener
 	if cfg.MetricsAddr != "" {
+		// Loopback by default (defaultMetricsAddr): a second portal on the
+		// same host needs an address of its own, or "off".
 		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			return fmt.Errorf("PORTAL_METRICS_ADDR: cannot listen on %s: %w; set PORTAL_METRICS_ADDR to a free address", cfg.MetricsAddr, unwrapOp(err))
+			return fmt.Errorf("PORTAL_METRICS_ADDR: cannot listen on %s: %w; set PORTAL_METRICS_ADDR to a free address, or off", cfg.MetricsAddr, unwrapOp(err))
 		}
 		defer func() {
 			if err != nil {
