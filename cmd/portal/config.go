@@ -32,8 +32,12 @@ type Config struct {
 	// Addr is the HTTP listen address (PORTAL_ADDR, -addr).
 	Addr string
 	// GRPCAddr is where Envoy's rate-limit service listens (PORTAL_GRPC_ADDR,
-	// -grpc-addr); empty, the default, serves no gRPC.
+	// -grpc-addr); empty, the default, serves no gRPC. Without GRPCToken it
+	// must be a loopback address (a bare port means 127.0.0.1).
 	GRPCAddr string
+	// GRPCToken, when set, is required of every gRPC call as metadata
+	// "authorization: Bearer <token>" (PORTAL_GRPC_TOKEN).
+	GRPCToken string
 	// DatabaseURL is the Postgres store of record (DATABASE_URL,
 	// -database-url); empty runs an embedded Postgres in DataDir.
 	DatabaseURL string
@@ -212,7 +216,7 @@ func settings(getenv func(string) string) []setting {
 	return []setting{
 		{env: "PORTAL_ADDR", flag: "addr", def: ":8080", accepts: "a listen address host:port, e.g. :8080 or 127.0.0.1:8080 (port 0 picks a free port)",
 			set: func(c *Config, v string) error { c.Addr = v; return checkAddr(v) }},
-		{env: "PORTAL_GRPC_ADDR", flag: "grpc-addr", accepts: "a listen address host:port for Envoy's rate-limit service over gRPC, e.g. :8081, or empty for none",
+		{env: "PORTAL_GRPC_ADDR", flag: "grpc-addr", accepts: "a listen address host:port for Envoy's rate-limit service over gRPC, e.g. 127.0.0.1:8081 (a bare :8081 listens on loopback; other hosts need PORTAL_GRPC_TOKEN), or empty for none",
 			set: func(c *Config, v string) error {
 				c.GRPCAddr = v
 				if v == "" {
@@ -528,6 +532,14 @@ func settings(getenv func(string) string) []setting {
 				}
 				return checkAddr(v)
 			}},
+		{env: "PORTAL_GRPC_TOKEN", flag: "grpc-token", accepts: "at least 32 characters, required of Envoy as gRPC metadata \"authorization: Bearer <token>\", or empty to serve loopback only", secret: true,
+			set: func(c *Config, v string) error {
+				c.GRPCToken = v
+				if v != "" && len(v) < 32 {
+					return fmt.Errorf("%d characters", len(v))
+				}
+				return nil
+			}},
 		{env: "PORTAL_TOKEN_FAILURES_PER_MINUTE", flag: "token-failures-per-minute", def: strconv.Itoa(tokenlimit.DefaultFailures),
 			accepts: "a whole number from 1 to 100000: failed token authentications one client address may make per minute at the admin API and at /v1/policy, each",
 			set:     func(c *Config, v string) error { return setCount(&c.TokenFailures, v) }},
@@ -651,6 +663,9 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 	}
 	if cfg.MetricsPublic && cfg.MetricsToken == "" {
 		errs = append(errs, errors.New("invalid PORTAL_METRICS_ADDR (-metrics-addr) \"public\": needs PORTAL_METRICS_TOKEN, or the metrics of the portal are anyone's; set a token, or a listen address such as :9464"))
+	}
+	if err := checkGRPCAddr(&cfg); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err

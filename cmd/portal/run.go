@@ -238,7 +238,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 				_ = grpcLn.Close()
 			}
 		}()
-		grpcSrv = grpc.NewServer(grpc.ConnectionTimeout(5*time.Second), grpc.MaxRecvMsgSize(1<<20))
+		grpcSrv = newGRPCServer(cfg)
 	}
 
 	if cfg.DatabaseURL == "" || cfg.SessionSecret == nil {
@@ -347,7 +347,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	// background read system call (internal/httplisten).
 	go func() { serveErr <- srv.Serve(httplisten.New(ln, httplisten.Every)) }()
 	if grpcSrv != nil {
-		logger.Info("Envoy rate-limit service listening", "addr", grpcLn.Addr().String())
+		logger.Info("Envoy rate-limit service listening", "addr", grpcLn.Addr().String(), "token_required", cfg.GRPCToken != "")
 		go func() {
 			if err := grpcSrv.Serve(grpcLn); err != nil {
 				serveErr <- fmt.Errorf("grpc: %w", err)
