@@ -181,11 +181,15 @@ type portal struct {
 	// MetricsURL is where the program serves /metrics
 	// (PORTAL_METRICS_ADDR, a loopback port of its own).
 	MetricsURL string
+	// ProxyURL is the reverse proxy's own listener, when the test set
+	// PORTAL_PROXY_ADDR.
+	ProxyURL string
 }
 
 var (
 	listeningRE = regexp.MustCompile(`Sluice is listening on (http://\S+)`)
 	metricsRE   = regexp.MustCompile(`Metrics are served on (http://\S+)`)
+	proxyRE     = regexp.MustCompile(`The reverse proxy is served on (http://\S+)`)
 )
 
 // startPortal runs the built portal program for one test: on 127.0.0.1 and a
@@ -274,6 +278,7 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 	}
 	urls := make(chan string, 1)
 	metricsURLs := make(chan string, 1)
+	proxyURLs := make(chan string, 1)
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -284,6 +289,12 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 			if m := metricsRE.FindStringSubmatch(line); m != nil {
 				select {
 				case metricsURLs <- m[1]:
+				default:
+				}
+			}
+			if m := proxyRE.FindStringSubmatch(line); m != nil {
+				select {
+				case proxyURLs <- m[1]:
 				default:
 				}
 			}
@@ -317,6 +328,10 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 		// Printed before the main URL, unless the test turned it off.
 		select {
 		case p.MetricsURL = <-metricsURLs:
+		default:
+		}
+		select {
+		case p.ProxyURL = <-proxyURLs:
 		default:
 		}
 	case err := <-exited:

@@ -111,6 +111,12 @@ type Config struct {
 	// MetricsPublic serves GET /metrics on Addr, behind MetricsToken
 	// (PORTAL_METRICS_ADDR=public).
 	MetricsPublic bool
+	// ProxyAddr, when set, is the reverse proxy's own listen address
+	// (PORTAL_PROXY_ADDR): services with an upstream are served there, an
+	// origin apart from the console's; empty serves them only on their host
+	// names. ProxyURL is that listener's public base URL (PORTAL_PROXY_URL),
+	// empty to derive it from the console's host name and the port.
+	ProxyAddr, ProxyURL string
 	// MetricsToken, when set, is required as a bearer token on GET /metrics
 	// (PORTAL_METRICS_TOKEN).
 	MetricsToken string
@@ -516,6 +522,16 @@ func settings(getenv func(string) string) []setting {
 				c.MetricsAddr = v
 				return checkAddr(v)
 			}},
+		{env: "PORTAL_PROXY_ADDR", flag: "proxy-addr", accepts: "a listen address host:port for the reverse proxy alone, e.g. :8090, or empty to serve proxied services only on their host names",
+			set: func(c *Config, v string) error {
+				c.ProxyAddr = v
+				if v == "" {
+					return nil
+				}
+				return checkAddr(v)
+			}},
+		{env: "PORTAL_PROXY_URL", flag: "proxy-url", accepts: "the public base URL of PORTAL_PROXY_ADDR, e.g. https://api.example.com, or empty for http:// the console's host name and the proxy's port",
+			set: func(c *Config, v string) error { c.ProxyURL = v; return checkProxyURL(v) }},
 		{env: "PORTAL_METRICS_TOKEN", flag: "metrics-token", accepts: "at least 32 characters, required as a bearer token on /metrics, or empty for none", secret: true,
 			set: func(c *Config, v string) error {
 				c.MetricsToken = v
@@ -665,6 +681,9 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 		errs = append(errs, errors.New("invalid PORTAL_METRICS_ADDR (-metrics-addr) \"public\": needs PORTAL_METRICS_TOKEN, or the metrics of the portal are anyone's; set a token, or a listen address such as :9464"))
 	}
 	if err := checkGRPCAddr(&cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkProxyAddr(cfg); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/bootstrap"
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httplisten"
 )
 
@@ -226,6 +227,18 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		}()
 	}
 
+	var proxyLn net.Listener
+	if cfg.ProxyAddr != "" {
+		if proxyLn, err = net.Listen("tcp", cfg.ProxyAddr); err != nil {
+			return fmt.Errorf("PORTAL_PROXY_ADDR: cannot listen on %s: %w; set PORTAL_PROXY_ADDR to a free address, or unset it", cfg.ProxyAddr, unwrapOp(err))
+		}
+		defer func() {
+			if err != nil {
+				_ = proxyLn.Close()
+			}
+		}()
+	}
+
 	var grpcLn net.Listener
 	var grpcSrv *grpc.Server
 	if cfg.GRPCAddr != "" {
@@ -293,7 +306,14 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	if metricsLn != nil {
 		metricsMux = http.NewServeMux()
 	}
-	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv, metrics: metricsMux})
+	var proxyMux *http.ServeMux
+	origin := gateway.ProxyOrigin{URL: cfg.ProxyURL}
+	if proxyLn != nil {
+		proxyMux = http.NewServeMux()
+		origin.Port = strconv.Itoa(proxyLn.Addr().(*net.TCPAddr).Port)
+	}
+	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv,
+		metrics: metricsMux, proxy: proxyMux, proxyOrigin: origin})
 	if err != nil {
 		return err
 	}
@@ -334,6 +354,18 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		go func() { serveErr <- debugSrv.Serve(debugLn) }()
 		// A profile in progress would hold the shutdown for its length.
 		defer debugSrv.Close()
+	}
+	var proxySrv *http.Server
+	if proxyLn != nil {
+		// The same limits as the console's server: a proxied response is
+		// bounded by the same WriteTimeout.
+		proxySrv = &http.Server{
+			Handler: proxyMux, ReadHeaderTimeout: srv.ReadHeaderTimeout, ReadTimeout: srv.ReadTimeout,
+			WriteTimeout: srv.WriteTimeout, IdleTimeout: srv.IdleTimeout, MaxHeaderBytes: srv.MaxHeaderBytes,
+			ErrorLog: srv.ErrorLog, BaseContext: srv.BaseContext,
+		}
+		fmt.Fprintf(stdout, "The reverse proxy is served on %s\n", publicURL(proxyLn.Addr()))
+		go func() { serveErr <- proxySrv.Serve(httplisten.New(proxyLn, httplisten.Every)) }()
 	}
 	url := publicURL(ln.Addr())
 	fmt.Fprintf(stdout, "Sluice is listening on %s\n", url)
@@ -380,6 +412,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	if metricsSrv != nil {
 		if err := metricsSrv.Shutdown(shutdownCtx); err != nil {
 			return fmt.Errorf("graceful shutdown of the metrics server: %w", err)
+		}
+	}
+	if proxySrv != nil {
+		if err := proxySrv.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("graceful shutdown of the reverse proxy: %w", err)
 		}
 	}
 	if err := srv.Shutdown(shutdownCtx); err != nil {

@@ -55,6 +55,10 @@ type serverDeps struct {
 	// (PORTAL_METRICS_ADDR); nil mounts it on the main mux with
 	// PORTAL_METRICS_ADDR=public, and nowhere otherwise.
 	metrics *http.ServeMux
+	// proxy, when set, is the reverse proxy's own listener's mux
+	// (PORTAL_PROXY_ADDR); proxyOrigin says where the proxy is reached.
+	proxy       *http.ServeMux
+	proxyOrigin gateway.ProxyOrigin
 }
 
 // protectedRoutes are the ServeMux patterns of the sample API that plan
@@ -264,10 +268,15 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
 	// Programs enforcing with the guard package fetch the policy here.
 	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger)))
-	// Services with an upstream URL: by path here, by host name around
-	// the whole mux below.
+	// Services with an upstream URL: on the proxy's own listener, by host
+	// name and by path, and by host name (sandboxed) around the whole mux
+	// below. The console's own origin never serves an upstream's content:
+	// its /proxy/ redirects to the proxy's listener (issue 30, item 1).
 	proxy := gateway.NewProxy(catalogs, mw, nil, d.logger)
-	mux.Handle(gateway.ProxyPrefix, proxy)
+	mux.Handle(gateway.ProxyPrefix, d.proxyOrigin.ConsoleProxyPath())
+	if d.proxy != nil {
+		d.proxy.Handle("/", gateway.Listener(catalogs, proxy))
+	}
 	if d.grpc != nil {
 		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
 	}
@@ -304,6 +313,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Alerts:         alertDeps.service,
 		AlertSender:    alertDeps.worker,
 		AlertEmail:     alertDeps.email,
+		ServiceURL:     d.proxyOrigin.ServiceURL,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {
