@@ -45,7 +45,7 @@ func noRedirects(t *testing.T) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// TestRunSessionKey is the README's PORTAL_SESSION_SECRET default: without
+// TestRunSessionKey is the documented PORTAL_SESSION_SECRET default: without
 // the variable, the secret is generated in PORTAL_DATA_DIR/session.key,
 // readable by the portal's user alone, and the next start reuses it, so a
 // browser signed in before a restart is still signed in after it.
