@@ -281,7 +281,7 @@ func TestRunShutdownWaitsForRequestsInFlight(t *testing.T) {
 
 // TestRunJSONLogs is PORTAL_LOG_FORMAT=json: every log line the portal
 // writes is one JSON object with time, level and msg; the only other lines
-// are the URL banner meant for people.
+// are the URL banners meant for people (the portal's, /metrics').
 func TestRunJSONLogs(t *testing.T) {
 	env := baseEnv(t)
 	env["DATABASE_URL"] = testenv.PostgresURL(t)
@@ -301,7 +301,7 @@ func TestRunJSONLogs(t *testing.T) {
 	messages := map[string]bool{}
 	for line := range strings.Lines(p.out.String()) {
 		line = strings.TrimSpace(line)
-		if line == "" || listeningRE.MatchString(line) {
+		if line == "" || listeningRE.MatchString(line) || metricsRE.MatchString(line) {
 			continue
 		}
 		var rec map[string]any
