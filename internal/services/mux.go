@@ -285,11 +285,18 @@ func CleanPath(p string) string {
 	return np
 }
 
-// foldPattern lowers the host and path of a "METHOD [HOST]/PATH" pattern;
-// the method keeps its case (methods are case-sensitive).
+// foldPattern lowers the host and the literal path segments of a "METHOD
+// [HOST]/PATH" pattern; the method keeps its case (methods are
+// case-sensitive), and so do wildcard names ("{ID}" and "{id}" stay two).
 func foldPattern(pattern string) string {
 	method, rest, _ := strings.Cut(pattern, " ")
-	return method + " " + strings.ToLower(rest)
+	segs := strings.Split(rest, "/")
+	for i, seg := range segs {
+		if !strings.HasPrefix(seg, "{") {
+			segs[i] = strings.ToLower(seg)
+		}
+	}
+	return method + " " + strings.Join(segs, "/")
 }
 
 // literalSegments counts a pattern's literal path segments, and its host,

@@ -280,3 +280,13 @@ func FuzzCanonicalFastPath(f *testing.F) {
 		}
 	})
 }
+
+func TestMuxKeepsWildcardNamesApart(t *testing.T) {
+	var m Mux
+	if err := m.Add("GET /Orgs/{ID}/users/{id}"); err != nil {
+		t.Fatalf("wildcards differing in case refused: %v", err)
+	}
+	if got, ok := m.Match("GET", "x.test", "/orgs/1/USERS/2"); !ok || got != "GET /Orgs/{ID}/users/{id}" {
+		t.Errorf("Match = %q, %v", got, ok)
+	}
+}
