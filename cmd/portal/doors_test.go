@@ -50,13 +50,23 @@ func TestMetricsPrivateByDefault(t *testing.T) {
 	t.Run("Default", func(t *testing.T) {
 		env := baseEnv(t)
 		delete(env, "PORTAL_METRICS_ADDR")
+		cfg, _, err := LoadConfig(nil, envOf(env), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MetricsAddr != "127.0.0.1:9464" {
+			t.Errorf("default PORTAL_METRICS_ADDR = %q, want loopback port 9464", cfg.MetricsAddr)
+		}
+		// The portal itself on the default's host with any free port: the
+		// default's own port may be taken on a machine running a portal.
+		env["PORTAL_METRICS_ADDR"] = "127.0.0.1:0"
 		env["DATABASE_URL"] = testenv.PostgresURL(t)
 		p := startPortal(t, env)
 		if status, _ := get(t, p.url+"/metrics"); status != http.StatusNotFound {
 			t.Errorf("/metrics on PORTAL_ADDR: status %d, want 404", status)
 		}
-		if got := p.metricsURL(t); got != "http://127.0.0.1:9464/metrics" {
-			t.Errorf("metrics served on %s, want loopback port 9464", got)
+		if got := p.metricsURL(t); !strings.HasPrefix(got, "http://127.0.0.1:") {
+			t.Errorf("metrics served on %s, want a loopback address", got)
 		}
 		if status, body := get(t, p.metricsURL(t)); status != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 			t.Errorf("/metrics on the loopback listener: status %d", status)
