@@ -17,7 +17,8 @@ RUN mkdir -p /out/data && chown 65532:65532 /out/data && chmod 0700 /out/data
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/portal /usr/local/bin/portal
 COPY --from=build --chown=65532:65532 /out/data /var/lib/sluice
-# HTTP (console, APIs, /v1/check) and Envoy's rate-limit service over gRPC.
+# HTTP (console, APIs, /v1/check) and Envoy's rate-limit service over gRPC
+# (beyond the container's loopback only with PORTAL_GRPC_TOKEN set).
 ENV PORTAL_ADDR=:8080 PORTAL_GRPC_ADDR=:8081 PORTAL_DATA_DIR=/var/lib/sluice PORTAL_LOG_FORMAT=json
 EXPOSE 8080 8081
 VOLUME /var/lib/sluice

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -36,7 +37,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 }
 
-// TestDefaultDataDir: the README's default data directories, for root and
+// TestDefaultDataDir: the documented default data directories (docs/configuration.md), for root and
 // for everyone else, whoever runs the test.
 func TestDefaultDataDir(t *testing.T) {
 	if runtime.GOOS == "windows" || runtime.GOOS == "darwin" {
@@ -97,7 +98,8 @@ func TestLoadConfigValues(t *testing.T) {
 		"PORTAL_SHUTDOWN_TIMEOUT":   "30s",
 	}
 	want := Config{
-		Addr: "127.0.0.1:9000", GRPCAddr: ":8081", DatabaseURL: "postgres://u:p@db:5432/sluice", RedisURL: "redis://cache:6379/1",
+		// A bare port listens on loopback without PORTAL_GRPC_TOKEN.
+		Addr: "127.0.0.1:9000", GRPCAddr: "127.0.0.1:8081", DatabaseURL: "postgres://u:p@db:5432/sluice", RedisURL: "redis://cache:6379/1",
 		DataDir: "/srv/sluice", AdminEmail: "ops@example.com", AdminPassword: "a long password",
 		AdminToken: strings.Repeat("t", 32), SessionSecret: []byte(strings.Repeat("s", 32)),
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.1/32"),
@@ -261,17 +263,69 @@ func TestRedisOptions(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEverySetting: the README's configuration table names every
-// variable with its flag, so the documentation cannot fall behind the code.
-func TestREADMEListsEverySetting(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestConfigurationDocListsEverySetting: docs/configuration.md has a row
+// for every variable, with its flag and the code's default, and no row (a
+// variable with a flag) the code does not read, so the documentation cannot
+// fall behind the code.
+func TestConfigurationDocListsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range settings(envOf(nil)) {
-		row := "| `" + s.env + "` | `-" + s.flag + "`"
-		if !strings.Contains(string(b), row) {
-			t.Errorf("README.md has no configuration row starting %q", row)
+	rows := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) >= 4 && strings.HasPrefix(cells[0], "| `") && strings.HasPrefix(cells[1], "`-") {
+			rows[strings.Trim(cells[0], "| `")] = cells
 		}
 	}
+	for _, s := range settings(envOf(nil)) {
+		cells, ok := rows[s.env]
+		if !ok {
+			t.Errorf("docs/configuration.md has no row for %s", s.env)
+			continue
+		}
+		if !strings.HasPrefix(cells[1], "`-"+s.flag+"`") {
+			t.Errorf("%s: flag cell %q, want it to start with `-%s`", s.env, cells[1], s.flag)
+		}
+		if msg := checkDocDefault(s, cells[2]); msg != "" {
+			t.Errorf("%s: default cell %q: %s", s.env, cells[2], msg)
+		}
+	}
+	if len(rows) != len(settings(envOf(nil))) {
+		t.Errorf("docs/configuration.md has %d rows, the code %d settings", len(rows), len(settings(envOf(nil))))
+	}
+}
+
+// checkDocDefault compares a documented default with the code's: "unset..."
+// for an empty default, else the first value in backquotes, durations
+// compared as durations (15m is 15m0s). The data directory depends on who
+// runs the portal, so its cell must name root's and everyone else's.
+func checkDocDefault(s setting, cell string) string {
+	switch {
+	case s.env == "PORTAL_DATA_DIR":
+		if !strings.Contains(cell, dataDirFor(0, envOf(nil))) || !strings.Contains(cell, "~/.local/share/sluice") {
+			return "does not name the data directories dataDirFor picks"
+		}
+		return ""
+	case s.def == "":
+		if !strings.HasPrefix(cell, "unset") {
+			return "the code has no default: want \"unset...\""
+		}
+		return ""
+	}
+	_, rest, ok := strings.Cut(cell, "`")
+	doc, _, ok2 := strings.Cut(rest, "`")
+	if !ok || !ok2 {
+		return "no default in backquotes"
+	}
+	if doc == s.def {
+		return ""
+	}
+	d1, err1 := time.ParseDuration(doc)
+	d2, err2 := time.ParseDuration(s.def)
+	if err1 == nil && err2 == nil && d1 == d2 {
+		return ""
+	}
+	return fmt.Sprintf("documents %q, the code's default is %q", doc, s.def)
 }

@@ -156,6 +156,7 @@ func TestChartRenders(t *testing.T) {
 		}
 	}
 	secretRefs(t, "portal", c, map[string]string{"PORTAL_SESSION_SECRET": "session-secret", "POSTGRES_PASSWORD": "postgres-password",
+		"PORTAL_GRPC_TOKEN": "grpc-token",
 		"PORTAL_ADMIN_PASSWORD": "admin-password", "PORTAL_ADMIN_TOKEN": "admin-token"})
 	if slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POSTGRES_PASSWORD" }) > slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "DATABASE_URL" }) {
 		t.Error("POSTGRES_PASSWORD must come before DATABASE_URL for Kubernetes to expand it")
@@ -210,6 +211,9 @@ func TestChartWithExternalStores(t *testing.T) {
 	}
 	c := o.deployments["sluice-portal"].Spec.Template.Spec.Containers[0]
 	secretRefs(t, "portal", c, map[string]string{"DATABASE_URL": "database-url", "REDIS_URL": "redis-url", "PORTAL_SESSION_SECRET": "session-secret"})
+	if _, ok := envOf(c)["PORTAL_GRPC_TOKEN"]; ok {
+		t.Error("grpcPort 0 still asks the Secret for grpc-token")
+	}
 	if _, ok := envOf(c)["PORTAL_GRPC_ADDR"]; ok || len(c.Ports) != 1 {
 		t.Errorf("grpcPort 0 still serves gRPC: ports %v", c.Ports)
 	}

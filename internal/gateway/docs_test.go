@@ -10,24 +10,31 @@ import (
 	"github.com/sluicehq/sluice/internal/gateway"
 )
 
-// TestREADMEQuotesTheTestedConfigs keeps the README's gateway
-// configurations identical to the files under docs/gateways, which the
-// nginx and Caddy tests run, and the Envoy file naming the descriptor
-// entries the service reads.
-func TestREADMEQuotesTheTestedConfigs(t *testing.T) {
+// TestGatewaysDocLinksTheTestedConfigs keeps docs/gateways.md linking every
+// configuration under docs/gateways (the files the nginx and Caddy tests
+// run, so what a reader copies is what was tested), and the Envoy and
+// Traefik files naming the entries and the path the service reads.
+func TestGatewaysDocLinksTheTestedConfigs(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	page, err := os.ReadFile(filepath.Join(root, "docs", "gateways.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"nginx.conf", "Caddyfile", "traefik.yml", "envoy.yaml"} {
-		b, err := os.ReadFile(filepath.Join(root, "docs", "gateways", name))
-		if err != nil {
-			t.Fatal(err)
+	entries, err := os.ReadDir(filepath.Join(root, "docs", "gateways"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, e := range entries {
+		if !strings.Contains(string(page), "](gateways/"+e.Name()+")") {
+			t.Errorf("docs/gateways.md does not link docs/gateways/%s", e.Name())
 		}
-		if !strings.Contains(string(readme), strings.TrimRight(string(b), "\n")) {
-			t.Errorf("README.md does not quote docs/gateways/%s as it is", name)
+		linked[e.Name()] = true
+	}
+	for _, name := range []string{"nginx.conf", "Caddyfile", "traefik.yml", "envoy.yaml"} {
+		if !linked[name] {
+			t.Errorf("docs/gateways/%s is missing", name)
 		}
 	}
 	envoy, _ := os.ReadFile(filepath.Join(root, "docs", "gateways", "envoy.yaml"))

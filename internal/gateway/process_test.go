@@ -48,7 +48,7 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// docConfig reads a configuration the README quotes and points it at this
+// docConfig reads a configuration docs/gateways.md links and points it at this
 // test's servers: the documented addresses are replaced, nothing else.
 func docConfig(t *testing.T, name string, replace map[string]string) string {
 	t.Helper()

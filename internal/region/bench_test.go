@@ -20,7 +20,7 @@ import (
 // delaying proxy each way) with a client at twice a limit of 100/s spread
 // evenly, for each mode and algorithm: the most admitted beyond the limit in
 // one whole window (a bucket: once its capacity is spent), the bound
-// the README states for it, and each region's decision latency p50/p99.
+// docs/regions.md states for it, and each region's decision latency p50/p99.
 // Each run takes 8 s of wall time; run it once:
 //
 //	go test ./internal/region -run '^$' -bench Regions -benchtime 1x
