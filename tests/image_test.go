@@ -154,7 +154,7 @@ func portalAs(bin string, uid, gid int, dbURL, dataDir string) *exec.Cmd {
 	cmd := exec.Command(bin, "-no-demo")
 	cmd.Env = portalEnv(map[string]string{
 		"DATABASE_URL": dbURL, "PORTAL_ADDR": "127.0.0.1:0", "PORTAL_GRPC_ADDR": "127.0.0.1:0",
-		"PORTAL_DATA_DIR": dataDir, "PORTAL_LOG_FORMAT": "json", "HOME": "/nonexistent",
+		"PORTAL_DATA_DIR": dataDir, "PORTAL_LOG_FORMAT": "json", "HOME": "/nonexistent", "PORTAL_METRICS_ADDR": "off",
 	})
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},

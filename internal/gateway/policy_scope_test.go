@@ -109,8 +109,8 @@ func TestPolicyFeedScopedToTheTokensService(t *testing.T) {
 		if got := names(d.Plans["enterprise"]); got != "enterprise-monthly,enterprise-hourly" {
 			t.Errorf("enterprise limits = %s, want the plan-wide ones only", got)
 		}
-		if got := names(d.Plans["shop"]); got != "shop-items,shop-files" {
-			t.Errorf("shop limits = %s, want both of its tiers", got)
+		if got := names(d.Plans["shop"]); got != "shop-items,shop-files,shop-slots" {
+			t.Errorf("shop limits = %s, want all three of its tiers", got)
 		}
 		if k := keyOf(t, d, big.ID); k.Anchor == nil {
 			t.Error("the enterprise key lost its anchor: its monthly quota applies here")

@@ -254,7 +254,7 @@ func startPortalProcess(t *testing.T) *portalProcess {
 		}
 	}
 	env = append(env, "DATABASE_URL="+dbURL, "PORTAL_ADDR=127.0.0.1:0", "PORTAL_DATA_DIR="+t.TempDir(),
-		"PORTAL_TRUSTED_PROXIES=127.0.0.0/8", "PORTAL_SHUTDOWN_TIMEOUT=5s")
+		"PORTAL_TRUSTED_PROXIES=127.0.0.0/8", "PORTAL_SHUTDOWN_TIMEOUT=5s", "PORTAL_METRICS_ADDR=off")
 	cmd := exec.Command(bin, "-no-demo")
 	cmd.Env = env
 	// If this test binary dies, the portal dies with it.
