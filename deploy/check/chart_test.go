@@ -156,7 +156,7 @@ func TestChartRenders(t *testing.T) {
 		}
 	}
 	secretRefs(t, "portal", c, map[string]string{"PORTAL_SESSION_SECRET": "session-secret", "POSTGRES_PASSWORD": "postgres-password",
-		"PORTAL_GRPC_TOKEN": "grpc-token",
+		"PORTAL_GRPC_TOKEN":     "grpc-token",
 		"PORTAL_ADMIN_PASSWORD": "admin-password", "PORTAL_ADMIN_TOKEN": "admin-token"})
 	if slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POSTGRES_PASSWORD" }) > slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "DATABASE_URL" }) {
 		t.Error("POSTGRES_PASSWORD must come before DATABASE_URL for Kubernetes to expand it")
