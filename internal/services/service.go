@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
@@ -145,6 +146,10 @@ func Validate(in Input) error {
 	return nil
 }
 
+// upstreamRules is what the reverse proxy reaches: internal services, never
+// the machine's metadata.
+var upstreamRules = egress.Rules{Policy: egress.Internal}
+
 func upstreamProblem(s string) string {
 	if len(s) > MaxUpstreamLen {
 		return fmt.Sprintf("must be at most %d characters", MaxUpstreamLen)
@@ -161,6 +166,12 @@ func upstreamProblem(s string) string {
 	}
 	if _, _, err := net.SplitHostPort(u.Host); err != nil && strings.Contains(u.Host, ":") && !strings.HasPrefix(u.Host, "[") {
 		return "has a malformed host:port"
+	}
+	// The proxy dials with the same rules and refuses these whatever is
+	// saved; saying so here gives the operator a clear answer.
+	if err := upstreamRules.CheckHost(u.Hostname()); err != nil {
+		return "must not be a link-local, cloud metadata, unspecified, multicast or reserved address, " +
+			"nor an address written in an odd form (write IPv4 as four decimal numbers)"
 	}
 	return ""
 }
