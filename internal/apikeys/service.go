@@ -161,7 +161,7 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 	if in.UserID <= 0 {
 		errs = append(errs, plans.FieldError{Field: "user_id", Message: "is required"})
 	}
-	if msg := pgtext.Problem(in.Name); msg != "" {
+	if msg := pgtext.NameProblem(in.Name); msg != "" {
 		errs = append(errs, plans.FieldError{Field: "name", Message: msg})
 	} else if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
 		errs = append(errs, plans.FieldError{Field: "name", Message: fmt.Sprintf("must be 1 to %d characters", MaxNameLen)})

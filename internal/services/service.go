@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/egress"
+	"github.com/sluicehq/sluice/internal/pgtext"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
@@ -108,7 +109,9 @@ func Validate(in Input) error {
 	if !slugPattern.MatchString(in.Slug) {
 		add("slug", "must be 1 to 63 lowercase letters, digits or dashes, starting with a letter or digit")
 	}
-	if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
+	if msg := pgtext.NameProblem(in.Name); msg != "" {
+		add("name", "%s", msg)
+	} else if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
 		add("name", "must be 1 to %d characters", MaxNameLen)
 	}
 	if len(in.Hosts) > MaxHosts {
