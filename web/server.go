@@ -132,8 +132,10 @@ type Server struct {
 	handler http.Handler
 	health  healthCache
 	usage   usageCache
-	// throttle counts failed sign-ins.
+	// throttle counts failed sign-ins; devices makes and checks the device
+	// cookies that tell the owner's browser from a guesser's.
 	throttle *signin.Throttle
+	devices  signin.Devices
 	// localLimiter counts sign-up attempts while the shared store is down.
 	localLimiter *enforce.MemoryStore
 	// services is over Deps.Pool (nil without one: the pages then 503).
@@ -188,6 +190,7 @@ func New(deps Deps) *Server {
 		policy = signin.DefaultPolicy()
 	}
 	s.throttle = signin.New(deps.Pool, policy, s.now)
+	s.devices = signin.NewDevices(deps.SessionSecret)
 	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()
 	return s
