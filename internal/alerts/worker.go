@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -270,7 +271,7 @@ func sendError(err error) error {
 	switch {
 	case errors.Is(err, egress.ErrRefused):
 		shown = "refused: webhooks reach public addresses only (the operator can allow a private receiver)"
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		shown = "timed out"
 	}
 	// The URL (whose query might hold the developer's token) stays out of
@@ -280,6 +281,13 @@ func sendError(err error) error {
 		err = ue.Err
 	}
 	return &deliveryError{shown: shown, cause: err}
+}
+
+// isTimeout is a dial or read that ran out of time, the client's own Timeout
+// included.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // The attempts keep every answer's status; the delivery, which the
