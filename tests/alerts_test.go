@@ -69,7 +69,8 @@ func (r *signedReceiver) count(typ string, threshold int) int {
 // answer; then traffic through the real middleware crosses 80 % and 100 %
 // of a limit and each crossing arrives exactly once.
 func TestWebhookAlertsInTheBrowser(t *testing.T) {
-	p := startPortalWith(t, portalConfig{env: map[string]string{"PORTAL_ALERT_INTERVAL": "200ms"}})
+	// The receiver listens on 127.0.0.1: a private receiver the operator allows.
+	p := startPortalWith(t, portalConfig{env: map[string]string{"PORTAL_ALERT_INTERVAL": "200ms", "PORTAL_OUTBOUND_ALLOW": "127.0.0.1"}})
 	_, key := p.keyOnPlan(t, "alerting", plans.LimitInput{Name: "daily", Algorithm: "fixed_window", Limit: 10, WindowSeconds: 86400})
 	rcv := newSignedReceiver(t)
 	ctx := browser(t, 90*time.Second)

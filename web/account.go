@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
@@ -28,18 +29,22 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
 	u, _ := s.currentUser(r)
 	f := views.AccountForm{Email: u.Email, Errors: views.FieldErrors{}}
 	page := s.page(r, "Your account", "account")
-	addr := s.clientAddr(r)
 	// A session left open on a shared computer must not become a way to
-	// guess the password: wrong current passwords count as failed sign-ins.
-	if wait, err := s.throttle.Attempt(r.Context(), u.Email, addr); err != nil {
+	// guess the password: wrong current passwords count as failed sign-ins,
+	// of the signed-in device (its own budget, which guesses at the sign-in
+	// form from elsewhere do not spend).
+	client := signin.Client{Addr: s.clientAddr(r), Device: signedInDevice}
+	pass, wait, err := s.throttle.Attempt(r.Context(), u.Email, client)
+	if err != nil {
 		s.error(w, r, err)
 		return
-	} else if wait > 0 {
+	}
+	if wait > 0 {
 		f.Errors["current_password"] = "too many wrong passwords; try again in " + humanWait(wait)
 		s.render(w, r, http.StatusTooManyRequests, views.Account(page, f))
 		return
 	}
-	_, err := s.deps.Users.ChangePassword(r.Context(), u.ID, r.PostFormValue("current_password"), r.PostFormValue("new_password"))
+	_, err = s.deps.Users.ChangePassword(r.Context(), u.ID, r.PostFormValue("current_password"), r.PostFormValue("new_password"))
 	var fe users.FieldErrors
 	switch {
 	case errors.Is(err, users.ErrBadCredentials):
@@ -48,7 +53,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.As(err, &fe):
 		// The current password was right (it is checked first).
-		if err := s.throttle.Succeeded(r.Context(), u.Email, addr); err != nil {
+		if err := s.throttle.Succeeded(r.Context(), pass); err != nil {
 			s.error(w, r, err)
 			return
 		}
@@ -61,7 +66,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	if err := s.throttle.Succeeded(r.Context(), u.Email, addr); err != nil {
+	if err := s.throttle.Succeeded(r.Context(), pass); err != nil {
 		s.error(w, r, err)
 		return
 	}

@@ -68,6 +68,7 @@ func TestOperatorIssuesRotatesAndExpiresKeys(t *testing.T) {
 		{"an operator is not a developer", url.Values{"owner": {operatorEmail}, "name": {"x"}}, "error-owner", "is an operator; keys are issued to developers"},
 		{"name required", url.Values{"owner": {developerEmail}, "name": {""}}, "error-name", "must be 1 to 100 characters"},
 		{"expiry must be a date", url.Values{"owner": {developerEmail}, "name": {"x"}, "expires": {"soon"}}, "error-expires_at", "must be a date such as 2027-01-31"},
+		{"expiry at most ten years ahead", url.Values{"owner": {developerEmail}, "name": {"x"}, "expires": {"9999-12-31"}}, "error-expires_at", "must be at most 10 years from now; leave it empty for a key that does not expire"},
 	} {
 		t.Run("issue refused: "+tt.name, func(t *testing.T) {
 			res := c.post("/admin/keys", tt.form, nil)
@@ -128,6 +129,7 @@ func TestOperatorIssuesRotatesAndExpiresKeys(t *testing.T) {
 		for _, tt := range []struct{ typed, want string }{
 			{"2020-01-01", "must be in the future"},
 			{"31/01/2027", "must be a date such as 2027-01-31"},
+			{"9999-12-31", "must be at most 10 years from now; leave it empty for a key that does not expire"},
 		} {
 			res := c.post(path+"/expiry", url.Values{"expires": {tt.typed}}, nil)
 			d := res.doc(t)

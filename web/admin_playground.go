@@ -105,12 +105,31 @@ func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 				sc.Arrivals = rec.Arrivals(only...)
 				v.Recorded = &rec
 			}
-			rep, err := playground.Replay(r.Context(), sc)
-			if err != nil {
+			rep, err := s.replayer.Replay(r.Context(), sc)
+			var ie *playground.InvalidError
+			switch {
+			case errors.As(err, &ie):
+				// The form has no arrivals or per-tier fields: the tier's
+				// own fields are named without the "tiers[0]." of the API.
+				field := strings.TrimPrefix(ie.Field, "tiers[0].")
+				switch {
+				case strings.HasPrefix(field, "arrivals"):
+					field = "preset"
+				case field != "limit" && field != "window_seconds" && field != "burst":
+					field = "tier"
+				}
+				v.Errors[field] = ie.Message
+				status = http.StatusUnprocessableEntity
+			case errors.Is(err, playground.ErrBusy):
+				w.Header().Set("Retry-After", "1")
 				s.error(w, r, err)
 				return
+			case err != nil:
+				s.error(w, r, err)
+				return
+			default:
+				v.Report = &rep
 			}
-			v.Report = &rep
 		} else {
 			status = http.StatusUnprocessableEntity
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/sluicehq/sluice/internal/alerts"
+	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/web"
 )
@@ -23,11 +25,14 @@ import (
 func newAlertsEnv(t *testing.T) *env {
 	t.Helper()
 	return newEnvWith(t, func(d *web.Deps) {
-		svc, err := alerts.NewService(d.Pool, d.SessionSecret)
+		// The receivers listen on 127.0.0.1, which only the operator's
+		// allowlist opens.
+		receivers := egress.Rules{Allow: egress.Allowlist{Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}
+		svc, err := alerts.NewService(d.Pool, d.SessionSecret, receivers)
 		if err != nil {
 			t.Fatal(err)
 		}
-		worker, err := alerts.NewWorker(d.Pool, d.SessionSecret, alerts.WorkerOptions{})
+		worker, err := alerts.NewWorker(d.Pool, d.SessionSecret, alerts.WorkerOptions{Dialer: egress.NewDialer(egress.Options{Rules: receivers})})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -190,6 +190,8 @@ func TestMyKeys(t *testing.T) {
 		{"name is at most 100 characters", url.Values{"name": {strings.Repeat("n", 101)}}, "error-name", "must be 1 to 100 characters"},
 		{"expiry must be a date", url.Values{"name": {"x"}, "expires": {"soon"}}, "error-expires_at", "must be a date such as 2027-01-31"},
 		{"expiry must be in the future", url.Values{"name": {"x"}, "expires": {"2020-01-01"}}, "error-expires_at", "must be in the future"},
+		{"expiry at the end of time", url.Values{"name": {"x"}, "expires": {"9999-12-31"}}, "error-expires_at", "must be at most 10 years from now; leave it empty for a key that does not expire"},
+		{"expiry past ten years", url.Values{"name": {"x"}, "expires": {time.Now().AddDate(10, 0, 2).Format(time.DateOnly)}}, "error-expires_at", "must be at most 10 years from now; leave it empty for a key that does not expire"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,8 +27,9 @@ func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // signIn checks that the attempt need not wait (see package signin), then
-// the password. A success clears the account's count and starts a new
-// session.
+// the password. A success gives back what the attempt counted, starts a new
+// session and renews the browser's device cookie, so that guesses from
+// elsewhere never slow this browser's next sign-in down.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
@@ -40,11 +41,10 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	password := r.PostFormValue("password")
 	page := s.page(r, "Sign in", "signin")
-	addr := s.clientAddr(r)
 	// The attempt is counted as a failure before the password is checked,
 	// so parallel guesses cannot slip past the count; a success gives it
 	// back.
-	wait, err := s.throttle.Attempt(r.Context(), f.Email, addr)
+	pass, wait, err := s.throttle.Attempt(r.Context(), f.Email, s.signInClient(r, f.Email))
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -65,7 +65,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, users.ErrDisabled):
 		// The password was right: the attempt is no guess, so it is given
 		// back, and the person learns why and whom to ask.
-		if err := s.throttle.Succeeded(r.Context(), f.Email, addr); err != nil {
+		if err := s.throttle.Succeeded(r.Context(), pass); err != nil {
 			s.error(w, r, err)
 			return
 		}
@@ -76,7 +76,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	if err := s.throttle.Succeeded(r.Context(), f.Email, addr); err != nil {
+	if err := s.throttle.Succeeded(r.Context(), pass); err != nil {
 		s.error(w, r, err)
 		return
 	}
@@ -84,6 +84,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
+	s.rememberDevice(w, r, f.Email)
 	s.log.Info("signed in", "user_id", u.ID, "role", u.Role)
 	next := f.Next
 	if next == "/" {

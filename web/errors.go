@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
@@ -56,6 +57,7 @@ var errorKinds = []errorKind{
 	{users.ErrUnknownPlan, http.StatusUnprocessableEntity, "That plan does not exist."},
 	{users.ErrConflict, http.StatusConflict, "Someone else changed this user first. Reload and try again."},
 	{enforce.ErrStoreUnavailable, http.StatusServiceUnavailable, "The rate-limit store is unreachable. Try again shortly."},
+	{playground.ErrBusy, http.StatusServiceUnavailable, "Too many playground replays are running. Try again shortly."},
 }
 
 // errorStatus returns the status and user message for err, and whether err

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/resets"
 	"github.com/sluicehq/sluice/internal/seal"
 	"github.com/sluicehq/sluice/internal/services"
@@ -78,6 +79,10 @@ type Deps struct {
 	RegionUsage map[string]UsageReader
 	// Traffic, when set, is the recorded traffic the playground replays.
 	Traffic *traffic.Recorder
+	// Playground runs replays; share one *playground.Runner with the admin
+	// API so that both count against one bound of replays at once. Nil
+	// means a Runner of the UI's own.
+	Playground Replayer
 	// History, when set, reads the usage history (per minute and hour) and
 	// the shadow tiers' would-be rejections; without it those pages 404.
 	History *history.Reader
@@ -95,6 +100,12 @@ type Deps struct {
 	// reachable nowhere. The service pages show it and the service's docs
 	// address their examples to it. Nil: never reachable.
 	ServiceURL func(r *http.Request, consoleBase string, svc services.Service) string
+}
+
+// Replayer runs playground replays, refusing with playground.ErrBusy when
+// too many run at once; *playground.Runner is one.
+type Replayer interface {
+	Replay(ctx context.Context, sc playground.Scenario) (playground.Report, error)
 }
 
 // UsageReader reads the engine's admitted and rejected counts per subject,
@@ -121,8 +132,10 @@ type Server struct {
 	handler http.Handler
 	health  healthCache
 	usage   usageCache
-	// throttle counts failed sign-ins.
+	// throttle counts failed sign-ins; devices makes and checks the device
+	// cookies that tell the owner's browser from a guesser's.
 	throttle *signin.Throttle
+	devices  signin.Devices
 	// localLimiter counts sign-up attempts while the shared store is down.
 	localLimiter *enforce.MemoryStore
 	// services is over Deps.Pool (nil without one: the pages then 503).
@@ -134,6 +147,7 @@ type Server struct {
 	resets *resets.Store
 	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
 	dashboard enforce.Store
+	replayer  Replayer
 	streams   *streamGate
 	shares    *viewShares
 }
@@ -158,6 +172,10 @@ func New(deps Deps) *Server {
 	if s.dashboard == nil {
 		s.dashboard = deps.Limiter
 	}
+	s.replayer = deps.Playground
+	if s.replayer == nil {
+		s.replayer = playground.NewRunner(playground.DefaultParallel)
+	}
 	s.streams = newStreamGate(deps.StreamsPerUser, deps.StreamsMax)
 	s.shares = newViewShares()
 	s.sessions = newSessionStore(deps, s.now)
@@ -172,6 +190,7 @@ func New(deps Deps) *Server {
 		policy = signin.DefaultPolicy()
 	}
 	s.throttle = signin.New(deps.Pool, policy, s.now)
+	s.devices = signin.NewDevices(deps.SessionSecret)
 	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()
 	return s

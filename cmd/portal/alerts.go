@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/alerts"
+	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 )
 
@@ -22,7 +23,10 @@ type alertsDeps struct {
 // instance runs both: the crossings are claimed in Postgres, so each fires
 // once, and the workers share the queue.
 func startAlerts(bg context.Context, wg *sync.WaitGroup, d serverDeps, store enforce.Store) (alertsDeps, error) {
-	svc, err := alerts.NewService(d.pool, d.cfg.SessionSecret)
+	// Webhooks are chosen by developers: they reach public addresses only,
+	// and the private receivers the operator allows.
+	outbound := egress.Rules{Policy: egress.Public, Allow: d.cfg.OutboundAllow}
+	svc, err := alerts.NewService(d.pool, d.cfg.SessionSecret, outbound)
 	if err != nil {
 		return alertsDeps{}, fmt.Errorf("alerts: %w", err)
 	}
@@ -32,7 +36,9 @@ func startAlerts(bg context.Context, wg *sync.WaitGroup, d serverDeps, store enf
 			return alertsDeps{}, fmt.Errorf("PORTAL_SMTP_URL: %w", err)
 		}
 	}
-	worker, err := alerts.NewWorker(d.pool, d.cfg.SessionSecret, alerts.WorkerOptions{Mailer: mailer, Logger: d.logger})
+	worker, err := alerts.NewWorker(d.pool, d.cfg.SessionSecret, alerts.WorkerOptions{
+		Dialer: egress.NewDialer(egress.Options{Rules: outbound}), Mailer: mailer, Logger: d.logger,
+	})
 	if err != nil {
 		return alertsDeps{}, fmt.Errorf("alerts: %w", err)
 	}

@@ -13,16 +13,20 @@ func TestAlertSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.AlertInterval != 5*time.Second || cfg.SMTPURL != "" || cfg.SMTPFrom != "sluice@localhost" {
-			t.Fatalf("alert defaults: %v %q %q", cfg.AlertInterval, cfg.SMTPURL, cfg.SMTPFrom)
+		if cfg.AlertInterval != 5*time.Second || cfg.SMTPURL != "" || cfg.SMTPFrom != "sluice@localhost" || cfg.OutboundAllow.String() != "" {
+			t.Fatalf("alert defaults: %v %q %q %q", cfg.AlertInterval, cfg.SMTPURL, cfg.SMTPFrom, cfg.OutboundAllow)
 		}
 	})
 	t.Run("Set", func(t *testing.T) {
 		cfg, _, err := LoadConfig([]string{"-alert-interval=250ms"}, envOf(map[string]string{
 			"HOME": "/home/u", "PORTAL_SMTP_URL": "smtps://a:b@mail.example.com", "PORTAL_SMTP_FROM": "Alerts <alerts@example.com>",
+			"PORTAL_OUTBOUND_ALLOW": "10.0.0.0/8, hooks.internal",
 		}), io.Discard)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got := cfg.OutboundAllow.String(); got != "10.0.0.0/8,hooks.internal" {
+			t.Errorf("outbound allowlist %q", got)
 		}
 		if cfg.AlertInterval != 250*time.Millisecond || cfg.SMTPURL != "smtps://a:b@mail.example.com" || cfg.SMTPFrom != "alerts@example.com" {
 			t.Fatalf("alert settings: %v %q %q", cfg.AlertInterval, cfg.SMTPURL, cfg.SMTPFrom)
@@ -36,6 +40,7 @@ func TestAlertSettings(t *testing.T) {
 		{"ErrSMTPNoHost", "PORTAL_SMTP_URL", "smtp://", "invalid PORTAL_SMTP_URL (-smtp-url) (value hidden): must name a host"},
 		{"ErrFrom", "PORTAL_SMTP_FROM", "nobody", `invalid PORTAL_SMTP_FROM (-smtp-from) "nobody": not an email address`},
 		{"ErrIntervalTooShort", "PORTAL_ALERT_INTERVAL", "1ms", `invalid PORTAL_ALERT_INTERVAL (-alert-interval) "1ms": out of range`},
+		{"ErrOutboundAllow", "PORTAL_OUTBOUND_ALLOW", "10.0.0.0/8,0177.0.0.1", `invalid PORTAL_OUTBOUND_ALLOW (-outbound-allow) "10.0.0.0/8,0177.0.0.1": "0177.0.0.1" is not an IP address, a CIDR prefix or a host name`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

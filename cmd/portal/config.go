@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/alerts"
+	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/region"
@@ -179,6 +180,10 @@ type Config struct {
 	SMTPURL       string
 	SMTPFrom      string
 	AlertInterval time.Duration
+	// OutboundAllow opens private receivers to outbound requests
+	// (PORTAL_OUTBOUND_ALLOW): webhooks reach public addresses only,
+	// unless listed here (see package egress).
+	OutboundAllow egress.Allowlist
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -499,6 +504,13 @@ func settings(getenv func(string) string) []setting {
 				}
 				c.SMTPFrom = a.Address
 				return nil
+			}},
+		{env: "PORTAL_OUTBOUND_ALLOW", flag: "outbound-allow",
+			accepts: "a comma-separated list of CIDR prefixes, IP addresses or host names that webhooks may reach although private, e.g. 10.0.0.0/8,hooks.internal; empty for public addresses only",
+			set: func(c *Config, v string) error {
+				var err error
+				c.OutboundAllow, err = egress.ParseAllowlist(v)
+				return err
 			}},
 		{env: "PORTAL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", accepts: "a duration from 1s to 10m, e.g. 15s",
 			set: func(c *Config, v string) error {

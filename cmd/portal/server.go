@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/services"
@@ -280,6 +281,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	if d.grpc != nil {
 		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
 	}
+	// One bound on replays running at once, whichever way they come in.
+	replays := playground.NewRunner(playground.DefaultParallel)
 	mux.Handle(adminapi.Prefix+"/", doors.Wrap("admin-api", adminapi.New(adminapi.Deps{
 		Plans:   planSvc,
 		Keys:    keySvc,
@@ -288,6 +291,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Pool:    d.pool,
 		Logger:  d.logger,
 		Traffic: recorder,
+
+		Playground: replays,
 	})))
 	// The browser surfaces: /admin/ (operators), /app/ and /signup
 	// (developers), /docs, /static/, sign-in.
@@ -309,6 +314,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Regions:        regionSource,
 		RegionUsage:    regionUsage,
 		Traffic:        recorder,
+		Playground:     replays,
 		History:        history.NewReader(d.pool),
 		Alerts:         alertDeps.service,
 		AlertSender:    alertDeps.worker,

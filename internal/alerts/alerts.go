@@ -14,12 +14,13 @@ package alerts
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/egress"
 )
 
 // Errors callers tell apart.
@@ -109,9 +110,14 @@ type Webhook struct {
 }
 
 // CheckURL accepts an absolute http or https URL with a host, and no user
-// name or password (they would travel and be shown in the clear); the field
-// is named "url" in the error.
-func CheckURL(raw string) (string, error) {
+// name or password (they would travel and be shown in the clear), whose
+// host outbound reaches as written (egress.Rules.CheckHost: no loopback,
+// private, link-local or reserved address, no localhost, no odd spelling of
+// an address, unless the operator allows it); the field is named "url" in
+// the error. A name is only checked when a delivery dials it, after
+// resolution: this check gives a clear answer when the URL is saved and is
+// never the guard.
+func CheckURL(raw string, outbound egress.Rules) (string, error) {
 	raw = strings.TrimSpace(raw)
 	bad := func(msg string) (string, error) { return "", &FieldError{"url", msg} }
 	if raw == "" {
@@ -145,34 +151,15 @@ func CheckURL(raw string) (string, error) {
 			return bad("has a bad port")
 		}
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		// Loopback stays allowed (a receiver on the same machine, tests);
-		// these can never be a webhook receiver, and link-local holds
-		// the clouds' metadata services.
-		if ip.IsUnspecified() || ip.IsMulticast() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.Equal(net.IPv4bcast) {
-			return bad("must not be an unspecified, broadcast, multicast or link-local address")
+	if err := outbound.CheckHost(host); err != nil {
+		var re *egress.RefusedError
+		if errors.As(err, &re) && re.Reason == "not a host name" {
+			return bad("has a bad host name")
 		}
-	} else if !validHostname(host) {
-		return bad("has a bad host name")
+		return bad("must be a public address: webhooks cannot reach loopback, private, link-local or reserved addresses, " +
+			"localhost, or addresses written in odd forms (the operator can allow a private receiver)")
 	}
 	return u.String(), nil
-}
-
-func validHostname(h string) bool {
-	if len(h) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // Delivery is one event queued for one destination, with its last outcome.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/alerts"
+	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -50,7 +51,7 @@ func TestWebhookOncePerCrossingWithRetry(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev := f.evaluator(f.pool, store, false)
-			w, err := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{RetryBase: 50 * time.Millisecond})
+			w, err := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{Dialer: receiverDialer(), RetryBase: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,8 +196,8 @@ func TestTwoEvaluatorsFireOnce(t *testing.T) {
 		t.Fatalf("%d deliveries queued, want 2", queued)
 	}
 	// Two workers drain the queue together: each delivery arrives once.
-	w1, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{})
-	w2, _ := alerts.NewWorker(newPool(t, url), sessionSecret, alerts.WorkerOptions{})
+	w1, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{Dialer: receiverDialer()})
+	w2, _ := alerts.NewWorker(newPool(t, url), sessionSecret, alerts.WorkerOptions{Dialer: receiverDialer()})
 	var wg2 sync.WaitGroup
 	for _, w := range []*alerts.Worker{w1, w2} {
 		wg2.Go(func() {
@@ -245,7 +246,7 @@ func TestPaceAlert(t *testing.T) {
 	if n := f.evaluate(ev); n != 0 {
 		t.Fatalf("again: fired %d, want 0", n)
 	}
-	w, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{})
+	w, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{Dialer: receiverDialer()})
 	drain(t, f.pool, w)
 	calls := rcv.snapshot()
 	if len(calls) != 1 || calls[0].event.Type != alerts.EventPace || calls[0].event.ProjectedUse != 14 {
@@ -313,9 +314,11 @@ func TestSignAndVerify(t *testing.T) {
 }
 
 func TestCheckURL(t *testing.T) {
+	const public = "must be a public address: webhooks cannot reach loopback, private, link-local or reserved addresses, " +
+		"localhost, or addresses written in odd forms (the operator can allow a private receiver)"
 	tests := []struct{ in, want, err string }{
 		{"https://example.com/hooks/sluice", "https://example.com/hooks/sluice", ""},
-		{"  http://127.0.0.1:9000/x?token=1 ", "http://127.0.0.1:9000/x?token=1", ""},
+		{"  http://93.184.215.14:9000/x?token=1 ", "http://93.184.215.14:9000/x?token=1", ""},
 		{"", "", "is required"},
 		{"ftp://example.com/", "", "must start with https:// or http://"},
 		{"javascript:alert(1)", "", "must start with https:// or http://"},
@@ -325,13 +328,22 @@ func TestCheckURL(t *testing.T) {
 		{"https://example.com/#frag", "", "must not have a #fragment"},
 		{"https://bad_host!.com/", "", "has a bad host name"},
 		{"https://example.com:99999/", "", "has a bad port"},
-		{"http://169.254.169.254/latest/meta-data/", "", "must not be an unspecified, broadcast, multicast or link-local address"},
-		{"http://0.0.0.0:8080/", "", "must not be an unspecified, broadcast, multicast or link-local address"},
-		{"http://[fe80::1]/", "", "must not be an unspecified, broadcast, multicast or link-local address"},
-		{"http://[::1]:9000/hook", "http://[::1]:9000/hook", ""},
+		{"http://169.254.169.254/latest/meta-data/", "", public},
+		{"http://0.0.0.0:8080/", "", public},
+		{"http://[fe80::1]/", "", public},
+		{"http://127.0.0.1:6421/", "", public},
+		{"http://[::1]:9000/hook", "", public},
+		{"http://localhost:9000/hook", "", public},
+		{"http://10.0.0.1/", "", public},
+		{"http://172.16.0.1/", "", public},
+		{"http://192.168.1.1/", "", public},
+		{"http://0/", "", public},
+		{"http://0177.0.0.1/", "", public},
+		{"http://0x7f000001/", "", public},
+		{"http://[::ffff:127.0.0.1]/", "", public},
 	}
 	for _, tc := range tests {
-		got, err := alerts.CheckURL(tc.in)
+		got, err := alerts.CheckURL(tc.in, egress.Rules{})
 		msg := ""
 		var fe *alerts.FieldError
 		if errors.As(err, &fe) {
@@ -345,6 +357,10 @@ func TestCheckURL(t *testing.T) {
 		if got != tc.want || msg != tc.err {
 			t.Errorf("CheckURL(%q) = %q, %q; want %q, %q", tc.in, got, msg, tc.want, tc.err)
 		}
+	}
+	// The operator's allowlist opens a private receiver.
+	if got, err := alerts.CheckURL("http://127.0.0.1:6421/x", receivers); err != nil || got != "http://127.0.0.1:6421/x" {
+		t.Errorf("allowed receiver: %q, %v", got, err)
 	}
 }
 
@@ -442,7 +458,7 @@ func TestWebhookSecretIsSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := alerts.NewWorker(f.pool, []byte("another session secret, 32 bytes long at least"), alerts.WorkerOptions{})
+	other, _ := alerts.NewWorker(f.pool, []byte("another session secret, 32 bytes long at least"), alerts.WorkerOptions{Dialer: receiverDialer()})
 	if ok, err := other.SendNow(ctx, id); !ok || err != nil {
 		t.Fatalf("SendNow = %v, %v", ok, err)
 	}
@@ -503,7 +519,7 @@ func TestCrashedWorkersDeliveryIsTakenUp(t *testing.T) {
 	if _, err := f.pool.Exec(ctx, `UPDATE alert_deliveries SET locked_until = now() + interval '1 hour', attempts = 1 WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	w, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{})
+	w, _ := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{Dialer: receiverDialer()})
 	if n, err := w.SendDue(ctx); n != 0 || err != nil {
 		t.Fatalf("while leased: sent %d (%v), want 0", n, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -15,12 +16,20 @@ import (
 
 	"github.com/sluicehq/sluice/internal/alerts"
 	"github.com/sluicehq/sluice/internal/apikeys"
+	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
 var sessionSecret = []byte("0123456789abcdef0123456789abcdef-alerts-test")
+
+// receivers are the rules of the tests' webhooks: their receivers listen on
+// 127.0.0.1, which only an operator's allowlist opens.
+var receivers = egress.Rules{Allow: egress.Allowlist{Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}
+
+// receiverDialer reaches the tests' receivers.
+func receiverDialer() *egress.Dialer { return egress.NewDialer(egress.Options{Rules: receivers}) }
 
 // fixture is one developer with a key on a plan of one limit.
 type fixture struct {
@@ -62,7 +71,7 @@ func newPlanFixture(t testing.TB, pool *pgxpool.Pool, limit plans.LimitInput) *f
 	if f.limits, err = f.plans.KeyLimits(ctx, f.key.PlanSlug, f.key.Overrides); err != nil || len(f.limits) != 1 {
 		t.Fatalf("key limits: %v %v", f.limits, err)
 	}
-	if f.svc, err = alerts.NewService(pool, sessionSecret); err != nil {
+	if f.svc, err = alerts.NewService(pool, sessionSecret, receivers); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -184,7 +184,7 @@ func TestEmailAlertThroughSMTP(t *testing.T) {
 	frozen := time.Now()
 	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }})
 	ev := f.evaluator(f.pool, store, true)
-	w, err := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{Mailer: mailer, RetryBase: 50 * time.Millisecond})
+	w, err := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{Dialer: receiverDialer(), Mailer: mailer, RetryBase: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

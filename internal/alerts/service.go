@@ -11,23 +11,27 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/internal/egress"
 )
 
 // Service is the developer's side of alerts over Postgres: rules, webhooks
 // and the delivery log.
 type Service struct {
-	pool   *pgxpool.Pool
-	sealer sealer
+	pool     *pgxpool.Pool
+	sealer   sealer
+	outbound egress.Rules
 }
 
 // NewService returns a Service over pool; sessionSecret (at least 32 bytes)
-// keys the sealing of webhook secrets (see seal.go).
-func NewService(pool *pgxpool.Pool, sessionSecret []byte) (*Service, error) {
+// keys the sealing of webhook secrets (see seal.go); outbound is what the
+// worker's dialer reaches, so a URL it would refuse is refused when saved.
+func NewService(pool *pgxpool.Pool, sessionSecret []byte, outbound egress.Rules) (*Service, error) {
 	s, err := newSealer(sessionSecret)
 	if err != nil {
 		return nil, err
 	}
-	return &Service{pool: pool, sealer: s}, nil
+	return &Service{pool: pool, sealer: s, outbound: outbound}, nil
 }
 
 const selectRules = `
@@ -108,7 +112,7 @@ func (s *Service) DeleteRule(ctx context.Context, userID, ruleID int64) error {
 // CreateWebhook registers url for the developer and returns the webhook
 // and its signing secret, which is never returned again.
 func (s *Service) CreateWebhook(ctx context.Context, userID int64, rawURL string) (Webhook, string, error) {
-	u, err := CheckURL(rawURL)
+	u, err := CheckURL(rawURL, s.outbound)
 	if err != nil {
 		return Webhook{}, "", err
 	}

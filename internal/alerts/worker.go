@@ -8,13 +8,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/internal/egress"
 )
 
 // Defaults of WorkerOptions.
@@ -24,15 +28,20 @@ const (
 	// DefaultTimeout bounds one webhook call or one email.
 	DefaultTimeout = 10 * time.Second
 	maxRetryDelay  = time.Hour
+	// maxAnswerBytes is how much of a receiver's answer is read (and
+	// dropped) so the connection can be reused.
+	maxAnswerBytes = 64 << 10
 	pollInterval   = time.Second
 	batchSize      = 20
 )
 
 // WorkerOptions configures NewWorker.
 type WorkerOptions struct {
-	// Client sends the webhooks; nil means a client with Timeout that
-	// follows no redirect (a 3xx is a failed attempt).
-	Client *http.Client
+	// Dialer connects to the webhooks; nil means a dialer that reaches
+	// public addresses only (egress.Public, no exceptions). Its client
+	// follows no redirect (a 3xx is a failed attempt) and reads at most
+	// maxAnswerBytes of an answer.
+	Dialer *egress.Dialer
 	// Mailer sends the email deliveries; nil leaves them failing with
 	// "no SMTP configured".
 	Mailer *Mailer
@@ -58,6 +67,7 @@ type Worker struct {
 	pool   *pgxpool.Pool
 	sealer sealer
 	opts   WorkerOptions
+	client *http.Client
 	log    *slog.Logger
 	now    func() time.Time
 	wake   chan struct{}
@@ -79,13 +89,11 @@ func NewWorker(pool *pgxpool.Pool, sessionSecret []byte, opts WorkerOptions) (*W
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if opts.Client == nil {
-		opts.Client = &http.Client{
-			Timeout:       opts.Timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+	if opts.Dialer == nil {
+		opts.Dialer = egress.NewDialer(egress.Options{})
 	}
-	w := &Worker{pool: pool, sealer: s, opts: opts, log: opts.Logger, now: opts.Now, wake: make(chan struct{}, 1)}
+	client := opts.Dialer.Client(egress.ClientOptions{Timeout: opts.Timeout, MaxResponseBytes: maxAnswerBytes})
+	w := &Worker{pool: pool, sealer: s, opts: opts, client: client, log: opts.Logger, now: opts.Now, wake: make(chan struct{}, 1)}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -195,6 +203,9 @@ func (w *Worker) send(ctx context.Context, only int64) (int, error) {
 }
 
 // attempt sends one delivery; status is the receiver's answer (0 for none).
+// A webhook's error is a *deliveryError: its text, shown to the developer,
+// says only refused, timed out or failed, so the delivery log cannot map
+// what answers where; its cause goes to the server log.
 func (w *Worker) attempt(ctx context.Context, d claimed) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
@@ -220,53 +231,74 @@ func (w *Worker) attempt(ctx context.Context, d claimed) (int, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *d.URL, bytes.NewReader(d.Payload))
 	if err != nil {
-		return 0, fmt.Errorf("bad webhook URL: %w", err)
+		return 0, &deliveryError{shown: "failed: the webhook URL is not usable", cause: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Sluice-Webhooks/1")
 	req.Header.Set(EventHeader, d.EventType)
 	req.Header.Set(DeliveryHeader, strconv.FormatInt(d.ID, 10))
 	req.Header.Set(SignatureHeader, Sign(secret, w.now(), d.Payload))
-	resp, err := w.opts.Client.Do(req)
+	resp, err := w.client.Do(req)
 	if err != nil {
-		return 0, errors.New(describeSendError(err))
+		return 0, sendError(err)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("answered %s", resp.Status)
+		return resp.StatusCode, &deliveryError{shown: "failed: the receiver did not answer 2xx",
+			cause: fmt.Errorf("answered %s", resp.Status)}
 	}
 	return resp.StatusCode, nil
 }
 
-// describeSendError keeps a transport error short and free of the URL
-// (whose query might hold a token the developer put there).
-func describeSendError(err error) string {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			err = inner
-		}
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timed out"
-	default:
-		s := err.Error()
-		if len(s) > 200 {
-			s = s[:200]
-		}
-		return s
-	}
+// deliveryError is a failed webhook attempt: shown is all the developer
+// sees; cause, for the server log, says what happened.
+type deliveryError struct {
+	shown string
+	cause error
 }
 
+func (e *deliveryError) Error() string { return e.shown }
+func (e *deliveryError) Unwrap() error { return e.cause }
+
+// sendError words a transport error for the delivery log: refused (the
+// address is not one webhooks may reach), timed out, or failed (no
+// connection, reset, no answer, a TLS error...), never which of the latter,
+// since telling "connection refused" from "EOF" from a handshake failure is
+// how a port scan reads its results.
+func sendError(err error) error {
+	shown := "failed: no answer from the receiver"
+	switch {
+	case errors.Is(err, egress.ErrRefused):
+		shown = "refused: webhooks reach public addresses only (the operator can allow a private receiver)"
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		shown = "timed out"
+	}
+	// The URL (whose query might hold the developer's token) stays out of
+	// the log too.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &deliveryError{shown: shown, cause: err}
+}
+
+// isTimeout is a dial or read that ran out of time, the client's own Timeout
+// included.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// The attempts keep every answer's status; the delivery, which the
+// developer's log shows, keeps $6.
 const recordAttempt = `
 WITH a AS (
     INSERT INTO alert_delivery_attempts (delivery_id, status_code, error) VALUES ($1, $2, $3)
 )
 UPDATE alert_deliveries SET
     state = $4,
-    last_status = $2,
+    last_status = $6,
     last_error = $3,
     locked_until = NULL,
     next_attempt_at = CASE WHEN $4 = 'pending' THEN now() + make_interval(secs => $5) ELSE next_attempt_at END,
@@ -285,15 +317,26 @@ func (w *Worker) record(ctx context.Context, d claimed, status int, sendErr erro
 		if d.Attempts >= w.opts.MaxAttempts || msg == "webhook deleted" {
 			state = "failed"
 		}
-		w.log.Warn("alert delivery failed", "delivery_id", d.ID, "attempt", d.Attempts, "status", status, "err", msg, "next", state)
+		cause := sendErr
+		if de, ok := sendErr.(*deliveryError); ok {
+			cause = de.cause
+		}
+		w.log.Warn("alert delivery failed", "delivery_id", d.ID, "attempt", d.Attempts, "status", status, "err", msg, "cause", cause.Error(), "next", state)
 	}
 	var code *int
 	if status != 0 {
 		code = &status
 	}
+	// A webhook's refusal status is what answered at that address: the
+	// developer's log shows "failed" without it (the server log has it).
+	shown := code
+	var de *deliveryError
+	if errors.As(sendErr, &de) {
+		shown = nil
+	}
 	// The attempt is recorded even when the request was cancelled.
 	ctx = context.WithoutCancel(ctx)
-	if _, err := w.pool.Exec(ctx, recordAttempt, d.ID, code, msg, state, delay.Seconds()); err != nil {
+	if _, err := w.pool.Exec(ctx, recordAttempt, d.ID, code, msg, state, delay.Seconds(), shown); err != nil {
 		return fmt.Errorf("alerts: record attempt of delivery %d: %w", d.ID, err)
 	}
 	return nil

@@ -25,7 +25,24 @@ import (
 const (
 	MaxNameLen   = 100
 	MaxOverrides = plans.MaxLimitsPerPlan
+	// MaxExpiryYears is how far ahead a key's expiry may be: further is a
+	// typo or "never", which is no expiry at all (and a year past 9999
+	// cannot even be written as JSON).
+	MaxExpiryYears = 10
 )
+
+// expiryProblem says what is wrong with an expiry set now, or "".
+func expiryProblem(at *time.Time, now time.Time) string {
+	switch {
+	case at == nil:
+		return ""
+	case !at.After(now):
+		return "must be in the future"
+	case at.After(now.AddDate(MaxExpiryYears, 0, 0)):
+		return fmt.Sprintf("must be at most %d years from now; leave it empty for a key that does not expire", MaxExpiryYears)
+	}
+	return ""
+}
 
 // Service manages API keys in Postgres. Every change is audit-logged in the
 // same transaction and announced to every instance by NOTIFY triggers.
@@ -144,13 +161,13 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 	if in.UserID <= 0 {
 		errs = append(errs, plans.FieldError{Field: "user_id", Message: "is required"})
 	}
-	if msg := pgtext.Problem(in.Name); msg != "" {
+	if msg := pgtext.NameProblem(in.Name); msg != "" {
 		errs = append(errs, plans.FieldError{Field: "name", Message: msg})
 	} else if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
 		errs = append(errs, plans.FieldError{Field: "name", Message: fmt.Sprintf("must be 1 to %d characters", MaxNameLen)})
 	}
-	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
-		errs = append(errs, plans.FieldError{Field: "expires_at", Message: "must be in the future"})
+	if msg := expiryProblem(in.ExpiresAt, time.Now()); msg != "" {
+		errs = append(errs, plans.FieldError{Field: "expires_at", Message: msg})
 	}
 	overrideErrs, err := s.validateOverrides(ctx, overrides)
 	if err != nil {
@@ -345,11 +362,11 @@ const setExpiry = `UPDATE api_keys SET expires_at = $2, version = version + 1 WH
 // SetExpiry sets, moves or (nil) removes when the key stops working; an
 // expired key can be given a later expiry, which makes it work again. The
 // change reaches every instance's snapshot through the key table's NOTIFY.
-// Errors: *plans.ValidationError (expiry not in the future), ErrNotFound,
-// ErrRevoked.
+// Errors: *plans.ValidationError (expiry not in the future, or more than
+// MaxExpiryYears ahead), ErrNotFound, ErrRevoked.
 func (s *Service) SetExpiry(ctx context.Context, actor string, id int64, expiresAt *time.Time) (Key, error) {
-	if expiresAt != nil && !expiresAt.After(time.Now()) {
-		return Key{}, &plans.ValidationError{Fields: []plans.FieldError{{Field: "expires_at", Message: "must be in the future"}}}
+	if msg := expiryProblem(expiresAt, time.Now()); msg != "" {
+		return Key{}, &plans.ValidationError{Fields: []plans.FieldError{{Field: "expires_at", Message: msg}}}
 	}
 	return s.change(ctx, actor, id, "key.expiry", func(tx pgx.Tx, _ Key) error {
 		_, err := tx.Exec(ctx, setExpiry, id, expiresAt)

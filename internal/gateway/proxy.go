@@ -2,13 +2,13 @@ package gateway
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/services"
 )
@@ -46,9 +46,14 @@ func NewProxy(catalogs Catalogs, enforcer Enforcer, transport http.RoundTripper,
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if transport == nil {
+		// Upstreams are usually the operator's internal services: loopback
+		// and private addresses are reached; link-local, cloud metadata and
+		// unspecified ones never, whatever the upstream's name resolves to.
+		upstreams := egress.NewDialer(egress.Options{Rules: egress.Rules{Policy: egress.Internal},
+			Timeout: 5 * time.Second, KeepAlive: 30 * time.Second})
 		transport = &http.Transport{
 			Proxy:                 nil, // the upstream is named by the operator, never by the environment
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           upstreams.DialContext,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: 60 * time.Second,

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/pgtext"
 )
 
 // lastUsedEvery bounds writes to last_used_at: at most one per token per
@@ -126,7 +127,9 @@ INSERT INTO operator_tokens (user_id, name, hash, prefix) VALUES ($1, $2, $3, $4
 func (s *Store) Create(ctx context.Context, actor string, in NewToken) (Token, string, error) {
 	var fields []FieldError
 	name := strings.TrimSpace(in.Name)
-	if n := utf8.RuneCountInString(name); n < 1 || n > 100 {
+	if msg := pgtext.NameProblem(name); msg != "" {
+		fields = append(fields, FieldError{Field: "name", Message: msg})
+	} else if n := utf8.RuneCountInString(name); n < 1 || n > 100 {
 		fields = append(fields, FieldError{Field: "name", Message: "must be 1 to 100 characters"})
 	}
 	if in.UserID <= 0 {

@@ -20,3 +20,18 @@ func Problem(s string) string {
 	}
 	return ""
 }
+
+// NameProblem is Problem for a name (of a plan, key, service, token...),
+// which also refuses U+FFFD, the replacement character: a decoder puts it
+// where a character was lost (a lone UTF-16 surrogate, which browsers and
+// JSON decoders replace, or bytes in another encoding), and a name that
+// silently lost a character is a name nobody typed.
+func NameProblem(s string) string {
+	if msg := Problem(s); msg != "" {
+		return msg
+	}
+	if strings.ContainsRune(s, utf8.RuneError) {
+		return "must not contain U+FFFD, the replacement character: a character was lost on the way (an unpaired surrogate?)"
+	}
+	return ""
+}

@@ -34,3 +34,17 @@ func TestProblemAgreesWithPostgres(t *testing.T) {
 		})
 	}
 }
+
+func TestNameProblem(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"Gold plan", ""},
+		{"Café ☕", ""},
+		{"a\x00b", "must not contain a NUL byte"},
+		{"\xed\xa0\x80", "must be valid UTF-8"},
+		{"Go\ufffdld", "must not contain U+FFFD, the replacement character: a character was lost on the way (an unpaired surrogate?)"},
+	} {
+		if got := pgtext.NameProblem(tt.in); got != tt.want {
+			t.Errorf("NameProblem(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -82,7 +82,7 @@ func Validate(in PlanInput, routes []string) error {
 	if !slugPattern.MatchString(in.Slug) {
 		add("slug", "must be 1 to 63 lowercase letters, digits or dashes, starting with a letter or digit")
 	}
-	if msg := pgtext.Problem(in.Name); msg != "" {
+	if msg := pgtext.NameProblem(in.Name); msg != "" {
 		add("name", "%s", msg)
 	} else if n := utf8.RuneCountInString(strings.TrimSpace(in.Name)); n < 1 || n > MaxNameLen {
 		add("name", "must be 1 to %d characters", MaxNameLen)

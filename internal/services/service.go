@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/internal/egress"
+	"github.com/sluicehq/sluice/internal/pgtext"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
@@ -107,7 +109,9 @@ func Validate(in Input) error {
 	if !slugPattern.MatchString(in.Slug) {
 		add("slug", "must be 1 to 63 lowercase letters, digits or dashes, starting with a letter or digit")
 	}
-	if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
+	if msg := pgtext.NameProblem(in.Name); msg != "" {
+		add("name", "%s", msg)
+	} else if n := utf8.RuneCountInString(in.Name); n < 1 || n > MaxNameLen {
 		add("name", "must be 1 to %d characters", MaxNameLen)
 	}
 	if len(in.Hosts) > MaxHosts {
@@ -145,6 +149,10 @@ func Validate(in Input) error {
 	return nil
 }
 
+// upstreamRules is what the reverse proxy reaches: internal services, never
+// the machine's metadata.
+var upstreamRules = egress.Rules{Policy: egress.Internal}
+
 func upstreamProblem(s string) string {
 	if len(s) > MaxUpstreamLen {
 		return fmt.Sprintf("must be at most %d characters", MaxUpstreamLen)
@@ -161,6 +169,12 @@ func upstreamProblem(s string) string {
 	}
 	if _, _, err := net.SplitHostPort(u.Host); err != nil && strings.Contains(u.Host, ":") && !strings.HasPrefix(u.Host, "[") {
 		return "has a malformed host:port"
+	}
+	// The proxy dials with the same rules and refuses these whatever is
+	// saved; saying so here gives the operator a clear answer.
+	if err := upstreamRules.CheckHost(u.Hostname()); err != nil {
+		return "must not be a link-local, cloud metadata, unspecified, multicast or reserved address, " +
+			"nor an address written in an odd form (write IPv4 as four decimal numbers)"
 	}
 	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/pgtext"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
@@ -52,6 +53,9 @@ WHERE t.hash = $1 AND t.revoked_at IS NULL`
 // ErrNotFound.
 func (r *Repo) CreateToken(ctx context.Context, actor, slug, name string) (Token, string, error) {
 	name = strings.TrimSpace(name)
+	if msg := pgtext.NameProblem(name); msg != "" {
+		return Token{}, "", &plans.ValidationError{Fields: []plans.FieldError{{Field: "name", Message: msg}}}
+	}
 	if n := utf8.RuneCountInString(name); n < 1 || n > MaxNameLen {
 		return Token{}, "", &plans.ValidationError{Fields: []plans.FieldError{{Field: "name",
 			Message: fmt.Sprintf("must be 1 to %d characters", MaxNameLen)}}}

@@ -35,7 +35,7 @@ func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 func wait(t *testing.T, th *signin.Throttle, email, a string) time.Duration {
 	t.Helper()
-	w, err := th.Wait(t.Context(), email, addr(a))
+	w, err := th.Wait(t.Context(), email, signin.Client{Addr: addr(a)})
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -47,7 +47,7 @@ func wait(t *testing.T, th *signin.Throttle, email, a string) time.Duration {
 func fail(t *testing.T, th *signin.Throttle, email, a string, n int) {
 	t.Helper()
 	for i := range n {
-		w, err := th.Attempt(t.Context(), email, addr(a))
+		_, w, err := th.Attempt(t.Context(), email, signin.Client{Addr: addr(a)})
 		if err != nil {
 			t.Fatalf("Attempt: %v", err)
 		}
@@ -61,7 +61,7 @@ func fail(t *testing.T, th *signin.Throttle, email, a string, n int) {
 func failWaiting(t *testing.T, th *signin.Throttle, c *clock, email, a string, n int) {
 	t.Helper()
 	for counted := 0; counted < n; {
-		w, err := th.Attempt(t.Context(), email, addr(a))
+		_, w, err := th.Attempt(t.Context(), email, signin.Client{Addr: addr(a)})
 		if err != nil {
 			t.Fatalf("Attempt: %v", err)
 		}
@@ -164,25 +164,31 @@ func TestSuccessClearsPairAndAccountNotAddress(t *testing.T) {
 	// The owner, from another address, waits out the account's spacing;
 	// the attempt is counted, then given back by the success.
 	c.add(wait(t, th, "op@example.com", "198.51.100.1"))
-	if w, err := th.Attempt(t.Context(), "op@example.com", addr("198.51.100.1")); err != nil || w != 0 {
+	owner, w, err := th.Attempt(t.Context(), "op@example.com", signin.Client{Addr: addr("198.51.100.1")})
+	if err != nil || w != 0 {
 		t.Fatalf("owner's attempt: wait %v, %v", w, err)
 	}
 	if w := wait(t, th, "op@example.com", "198.51.100.1"); w == 0 {
 		t.Fatal("account not slowed after its failures")
 	}
-	if err := th.Succeeded(t.Context(), "op@example.com", addr("198.51.100.1")); err != nil {
+	if err := th.Succeeded(t.Context(), owner); err != nil {
 		t.Fatal(err)
 	}
-	if w := wait(t, th, "op@example.com", "198.51.100.1"); w != 0 {
+	if w := wait(t, th, "op@example.com", "203.0.113.50"); w != 0 {
 		t.Errorf("after a success: account still slowed by %v", w)
 	}
-	// One more failure spends the guessing address's budget; a success
+	// One more attempt spends the guessing address's budget; a success
 	// from it gives back only its own attempt.
-	fail(t, th, "op@example.com", "192.0.2.1", 1)
+	last, w, err := th.Attempt(t.Context(), "op@example.com", signin.Client{Addr: addr("192.0.2.1")})
+	if err != nil || w != 0 {
+		t.Fatalf("last attempt: wait %v, %v", w, err)
+	}
 	if w := wait(t, th, "other@example.com", "192.0.2.1"); w == 0 {
 		t.Fatal("address not limited after its failures")
 	}
-	if err := th.Succeeded(t.Context(), "op@example.com", addr("192.0.2.1")); err != nil {
+	// (The address limit is spent: an attempt now would wait; the
+	// success of an attempt made before is what gives back.)
+	if err := th.Succeeded(t.Context(), last); err != nil {
 		t.Fatal(err)
 	}
 	fail(t, th, "other@example.com", "192.0.2.1", 1)
@@ -205,7 +211,7 @@ func TestConcurrentAttemptsCountedExactly(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w, err := th.Attempt(context.Background(), "op@example.com", addr("192.0.2.1"))
+			_, w, err := th.Attempt(context.Background(), "op@example.com", signin.Client{Addr: addr("192.0.2.1")})
 			if err != nil {
 				errs <- err
 				return

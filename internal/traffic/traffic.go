@@ -497,7 +497,9 @@ func (s *Store) record(req enforce.Request, d enforce.Decision, err error) {
 
 // Arrivals returns the recorded arrivals of the given subjects (all when
 // none are named) as the playground replays them: a second's arrivals all
-// at its start, since one second is the recording's resolution.
+// at its start, since one second is the recording's resolution. Past
+// playground.MaxArrivals it stops, one arrival over, so that the replay
+// refuses the scenario without this having built all of a busy route's day.
 func (rec Recorded) Arrivals(subjects ...string) []playground.Arrival {
 	var out []playground.Arrival
 	for subject, series := range rec.Series {
@@ -507,6 +509,9 @@ func (rec Recorded) Arrivals(subjects ...string) []playground.Arrival {
 		for sec, n := range series {
 			at := time.Unix(sec, 0).UTC()
 			for range n {
+				if len(out) > playground.MaxArrivals {
+					return out
+				}
 				out = append(out, playground.Arrival{At: at, Subject: subject, Route: rec.Route})
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
@@ -54,6 +55,16 @@ type Deps struct {
 	// Traffic, when set, is the recorded traffic the playground replays
 	// (nil when PORTAL_TRAFFIC_RECORDING is off).
 	Traffic *traffic.Recorder
+	// Playground runs replays; share one *playground.Runner with the
+	// dashboard so that both count against one bound of replays at once.
+	// Nil means a Runner of this API's own.
+	Playground Replayer
+}
+
+// Replayer runs playground replays, refusing with playground.ErrBusy when
+// too many run at once; *playground.Runner is one.
+type Replayer interface {
+	Replay(ctx context.Context, sc playground.Scenario) (playground.Report, error)
 }
 
 type api struct {
@@ -68,6 +79,7 @@ type api struct {
 	// planfiles is over Pool and the routes Plans takes, for the same reason.
 	planfiles *planfile.Store
 	traffic   *traffic.Recorder
+	replayer  Replayer
 	logger    *slog.Logger
 	now       func() time.Time
 }
@@ -101,10 +113,14 @@ func newAPI(d Deps) *api {
 	if now == nil {
 		now = time.Now
 	}
+	replayer := d.Playground
+	if replayer == nil {
+		replayer = playground.NewRunner(playground.DefaultParallel)
+	}
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
 		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
-		planfiles: planfile.ForService(d.Pool, d.Plans), traffic: d.Traffic,
+		planfiles: planfile.ForService(d.Pool, d.Plans), traffic: d.Traffic, replayer: replayer,
 	}
 }
 
@@ -230,6 +246,12 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// The client went away; nobody is left to answer, and it is not a
 		// server fault worth an error line.
 		a.logger.Debug("admin api: request canceled", "request_id", requestID(r.Context()))
+	case errors.Is(err, playground.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, Problem{
+			Type: typeUnavailable, Title: "Playground busy", Status: http.StatusServiceUnavailable,
+			Detail: "Too many replays are running; try again shortly.",
+		})
 	case errors.Is(err, enforce.ErrStoreUnavailable):
 		a.logger.Error("admin api: rate-limit store unavailable",
 			"request_id", requestID(r.Context()), "method", r.Method, "pattern", r.Pattern, "err", err)

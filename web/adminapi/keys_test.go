@@ -330,6 +330,9 @@ func TestKeyEdits(t *testing.T) {
 	}{
 		{"create without owner or name", "POST", Prefix + "/keys", map[string]any{}, 400, []string{"user_id", "name"}},
 		{"create with an expiry in the past", "POST", Prefix + "/keys", map[string]any{"user_id": dev.ID, "name": "x", "expires_at": "2001-01-01T00:00:00Z"}, 400, []string{"expires_at"}},
+		{"create with an expiry at the end of time", "POST", Prefix + "/keys", map[string]any{"user_id": dev.ID, "name": "x", "expires_at": "9999-12-31T23:59:59Z"}, 400, []string{"expires_at"}},
+		{"create with an expiry past year 9999 in UTC", "POST", Prefix + "/keys", map[string]any{"user_id": dev.ID, "name": "x", "expires_at": "9999-12-31T23:59:59-05:00"}, 400, []string{"expires_at"}},
+		{"create with an expiry past ten years", "POST", Prefix + "/keys", map[string]any{"user_id": dev.ID, "name": "x", "expires_at": "2999-01-01T00:00:00Z"}, 400, []string{"expires_at"}},
 		{"create with a bad override", "POST", Prefix + "/keys", map[string]any{"user_id": dev.ID, "name": "x",
 			"overrides": []any{map[string]any{"name": "global", "algorithm": "fixed_window", "limit": 0, "window_seconds": 60}}}, 400, []string{"overrides[0].limit"}},
 		{"rotate with a grace over a day", "POST", keyPath + "/rotate", map[string]any{"grace_seconds": 86401}, 400, []string{"grace_seconds"}},

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
@@ -238,9 +239,14 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request) {
 		sc.Arrivals = rec.Arrivals(rb.Subjects...)
 		recorded = &rec
 	}
-	rep, err := playground.Replay(r.Context(), sc)
-	if errors.Is(err, playground.ErrInvalid) {
-		a.fail(w, r, invalidParam("scenario", err.Error()))
+	rep, err := a.replayer.Replay(r.Context(), sc)
+	var ie *playground.InvalidError
+	if errors.As(err, &ie) {
+		field := ie.Field
+		if recorded != nil && strings.HasPrefix(field, "arrivals") {
+			field = "recorded" // the arrivals were the recording's, not the body's
+		}
+		a.fail(w, r, invalidParam(field, ie.Message))
 		return
 	}
 	if err != nil {

@@ -105,8 +105,9 @@ func TestPlayground(t *testing.T) {
 		field string
 	}{
 		{"UnknownPreset", map[string]any{"preset": "nope"}, "preset"},
-		{"NoTiers", map[string]any{}, "scenario"},
-		{"BadTier", map[string]any{"preset": "steady", "tiers": []map[string]any{{"name": "x", "algorithm": "magic", "limit": 1, "window_seconds": 1}}}, "scenario"},
+		{"NoTiers", map[string]any{}, "tiers"},
+		{"BadTier", map[string]any{"preset": "steady", "tiers": []map[string]any{{"name": "x", "algorithm": "magic", "limit": 1, "window_seconds": 1}}}, "tiers[0].algorithm"},
+		{"BadAlgorithm", map[string]any{"preset": "steady", "algorithms": []string{"token_bucket", "concurrency"}}, "algorithms[1]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := e.do("POST", Prefix+"/playground", token, c.body)

@@ -10,10 +10,12 @@ import (
 )
 
 // textProblems finds the strings of a JSON document that Postgres could not
-// store: invalid UTF-8 (which encoding/json would silently replace with
-// U+FFFD) and NUL bytes (which it would decode from \u0000). Each is named
-// by its JSON path, as validation names fields ("limits[2].name"). A
-// document that is not valid JSON yields nothing: decoding reports that.
+// store or that would not be stored as sent: invalid UTF-8 and unpaired
+// UTF-16 surrogate escapes such as "\ud800" (both of which encoding/json
+// would silently replace with U+FFFD) and NUL bytes (which it would decode
+// from \u0000). Each is named by its JSON path, as validation names fields
+// ("limits[2].name"). A document that is not valid JSON yields nothing:
+// decoding reports that.
 func textProblems(raw []byte) []FieldError {
 	badAt := -1
 	if !utf8.Valid(raw) {
@@ -85,6 +87,8 @@ func textProblems(raw []byte) []FieldError {
 			f.key, f.expectKey = s, false
 			if badAt >= int(start) && badAt < int(end) {
 				report(childPath(), "is not valid UTF-8")
+			} else if loneSurrogate(raw[start:end]) {
+				report(childPath(), "(a field name) "+loneSurrogateMessage)
 			} else if msg := pgtext.Problem(s); msg != "" {
 				report(childPath(), "(a field name) "+msg)
 			}
@@ -104,10 +108,56 @@ func textProblems(raw []byte) []FieldError {
 		case string:
 			if badAt >= int(start) && badAt < int(end) {
 				report(path, pgtext.Problem("\xff"))
+			} else if loneSurrogate(raw[start:end]) {
+				report(path, loneSurrogateMessage)
 			} else if msg := pgtext.Problem(v); msg != "" {
 				report(path, msg)
 			}
 		}
 		advance()
 	}
+}
+
+const loneSurrogateMessage = "must be valid Unicode: it holds an unpaired UTF-16 surrogate escape (\\ud800 to \\udfff without its other half), which would be stored as U+FFFD"
+
+// loneSurrogate reports whether raw JSON text holds a \uXXXX escape of a
+// UTF-16 surrogate that is not half of a high-low pair. Backslashes occur
+// only inside JSON strings, so any stretch of a document may be scanned.
+func loneSurrogate(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character: a quote, a backslash, 'n'... or 'u'
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(raw[i+1:])
+		if !ok {
+			continue
+		}
+		i += 4
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return true
+		case r >= 0xd800 && r <= 0xdbff:
+			if len(raw) >= i+7 && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if lo, ok := hex4(raw[i+3:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
+					i += 6
+					continue
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// hex4 reads four hex digits.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(n), err == nil
 }
