@@ -104,7 +104,11 @@ func TestReaderFiltersAndPages(t *testing.T) {
 	}
 
 	t.Run("RowsCarryNames", func(t *testing.T) {
-		rows, _, err := rd.List(ctx, with(func(f *requestlog.Filter) { f.UserID = ann; f.Outcome = requestlog.Rejected; f.Route = "GET /api/search" }), requestlog.Cursor{}, 10)
+		rows, _, err := rd.List(ctx, with(func(f *requestlog.Filter) {
+			f.UserID = ann
+			f.Outcome = requestlog.Rejected
+			f.Route = "GET /api/search"
+		}), requestlog.Cursor{}, 10)
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("rows %v, %v", rows, err)
 		}
