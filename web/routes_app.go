@@ -23,6 +23,8 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /app/stream", dev(s.myUsageStream))
 	mux.Handle("GET /app/history", dev(s.myHistory))
 	mux.Handle("GET /app/history.csv", dev(s.myHistoryCSV))
+	mux.Handle("GET /app/requests", dev(s.myRequests))
+	mux.Handle("GET /app/requests.csv", dev(s.myRequestsCSV))
 	mux.Handle("GET /app/keys", dev(s.myKeys))
 	mux.Handle("POST /app/keys", dev(s.createMyKey))
 	mux.Handle("GET /app/keys/{id}/secret", dev(s.showMyKeySecret))

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/resets"
 	"github.com/sluicehq/sluice/internal/seal"
 	"github.com/sluicehq/sluice/internal/services"
@@ -81,6 +82,13 @@ type Deps struct {
 	// History, when set, reads the usage history (per minute and hour) and
 	// the shadow tiers' would-be rejections; without it those pages 404.
 	History *history.Reader
+	// RequestLog, when set, reads the request log (/admin/requests,
+	// /app/requests); without it those pages 404. RequestLogAdmitSample
+	// (one admission in n is logged) and RequestLogRetention describe the
+	// log on its pages.
+	RequestLog            *requestlog.Reader
+	RequestLogAdmitSample int
+	RequestLogRetention   time.Duration
 
 	// Threshold alerts (/app/alerts). Alerts nil answers those pages 503.
 	// AlertSender attempts a "send test event" at once (nil leaves it to

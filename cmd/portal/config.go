@@ -159,6 +159,10 @@ type Config struct {
 	SMTPURL       string
 	SMTPFrom      string
 	AlertInterval time.Duration
+
+	// Usage is the request log, analytics, metering and key verification
+	// (config_usage.go).
+	Usage usageConfig
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -194,7 +198,7 @@ type setting struct {
 // settings lists every variable, in the order of the README's table.
 func settings(getenv func(string) string) []setting {
 	defSignIn := signin.DefaultPolicy()
-	return []setting{
+	return append([]setting{
 		{env: "PORTAL_ADDR", flag: "addr", def: ":8080", accepts: "a listen address host:port, e.g. :8080 or 127.0.0.1:8080 (port 0 picks a free port)",
 			set: func(c *Config, v string) error { c.Addr = v; return checkAddr(v) }},
 		{env: "PORTAL_GRPC_ADDR", flag: "grpc-addr", accepts: "a listen address host:port for Envoy's rate-limit service over gRPC, e.g. :8081, or empty for none",
@@ -524,7 +528,7 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.SignIn.AccountMaxDelay, v, time.Second, time.Hour)
 			}},
-	}
+	}, usageSettings()...)
 }
 
 // setCount stores a whole number from 1 to 100000.

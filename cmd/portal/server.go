@@ -204,6 +204,11 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	})
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = usageHistory.Run(bg) }()
+	// The request log (issue 36): the decision path logs each decision
+	// with requestLog.Log once the engine's single entry point calls it
+	// (docs/usage-data.md, "Where the engine calls in"); meanwhile the
+	// writer keeps the log's partitions and its retention.
+	requestLog := startRequestLog(bg, &wg, d, metrics)
 	// Threshold alerts (issue 12, item 5): see alerts.go.
 	alertDeps, err := startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter))
 	if err != nil {
@@ -285,9 +290,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		RegionUsage:    regionUsage,
 		Traffic:        recorder,
 		History:        history.NewReader(d.pool),
-		Alerts:         alertDeps.service,
-		AlertSender:    alertDeps.worker,
-		AlertEmail:     alertDeps.email,
+		RequestLog:     requestLog.reader,
+		// What the request log pages say it holds.
+		RequestLogAdmitSample: d.cfg.Usage.AdmitSample,
+		RequestLogRetention:   d.cfg.Usage.Retention,
+		Alerts:                alertDeps.service,
+		AlertSender:           alertDeps.worker,
+		AlertEmail:            alertDeps.email,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

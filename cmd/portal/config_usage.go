@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/requestlog"
+)
+
+// usageConfig is the settings of the request log, analytics, metering and
+// the key verification API (issue 36).
+type usageConfig struct {
+	// RequestLog turns the request log on (PORTAL_REQUEST_LOG).
+	RequestLog bool
+	// AdmitSample and RejectSample keep one decision in n in the log
+	// (PORTAL_REQUEST_LOG_ADMIT_SAMPLE, PORTAL_REQUEST_LOG_REJECT_SAMPLE);
+	// 0 keeps none.
+	AdmitSample, RejectSample int
+	// Retention, MaxRows and MaxMB bound the log (PORTAL_REQUEST_LOG_RETENTION,
+	// PORTAL_REQUEST_LOG_MAX_ROWS, PORTAL_REQUEST_LOG_MAX_MB).
+	Retention time.Duration
+	MaxRows   int
+	MaxMB     int
+	// Buffer is how many entries wait for the writer at most
+	// (PORTAL_REQUEST_LOG_BUFFER).
+	Buffer int
+}
+
+// requestLogOptions are the writer's options from c.
+func (c usageConfig) requestLogOptions() requestlog.Options {
+	sample := func(n int) int {
+		if n == 0 {
+			return -1 // none
+		}
+		return n
+	}
+	return requestlog.Options{
+		BufferSize: c.Buffer, AdmitSample: sample(c.AdmitSample), RejectSample: sample(c.RejectSample),
+		Retention: c.Retention, MaxRows: int64(c.MaxRows), MaxBytes: int64(c.MaxMB) << 20,
+	}
+}
+
+// usageSettings are the settings of usageConfig.
+func usageSettings() []setting {
+	return []setting{
+		{env: "PORTAL_REQUEST_LOG", flag: "request-log", def: "true", accepts: "true or false", boolFlag: true,
+			set: func(c *Config, v string) error {
+				var err error
+				c.Usage.RequestLog, err = strconv.ParseBool(v)
+				return err
+			}},
+		{env: "PORTAL_REQUEST_LOG_ADMIT_SAMPLE", flag: "request-log-admit-sample", def: strconv.Itoa(requestlog.DefaultAdmitSample),
+			accepts: "a whole number from 0 to 1000000: one admitted request in n is logged (1 logs all, 0 none)",
+			set:     intSetting(0, 1_000_000, func(c *Config) *int { return &c.Usage.AdmitSample })},
+		{env: "PORTAL_REQUEST_LOG_REJECT_SAMPLE", flag: "request-log-reject-sample", def: strconv.Itoa(requestlog.DefaultRejectSample),
+			accepts: "a whole number from 0 to 1000000: one rejected (or degraded, unauthorized, unavailable) request in n is logged (1 logs all, 0 none)",
+			set:     intSetting(0, 1_000_000, func(c *Config) *int { return &c.Usage.RejectSample })},
+		{env: "PORTAL_REQUEST_LOG_RETENTION", flag: "request-log-retention", def: "168h", accepts: "a duration from 24h to 8760h, rounded up to whole days, e.g. 168h",
+			set: func(c *Config, v string) error {
+				return setDuration(&c.Usage.Retention, v, 24*time.Hour, 8760*time.Hour)
+			}},
+		{env: "PORTAL_REQUEST_LOG_MAX_ROWS", flag: "request-log-max-rows", def: strconv.Itoa(requestlog.DefaultMaxRows),
+			accepts: "a whole number from 1000 to 2000000000: past it the oldest days of the log are dropped",
+			set:     intSetting(1000, 2_000_000_000, func(c *Config) *int { return &c.Usage.MaxRows })},
+		{env: "PORTAL_REQUEST_LOG_MAX_MB", flag: "request-log-max-mb", def: strconv.Itoa(requestlog.DefaultMaxBytes >> 20),
+			accepts: "a whole number of megabytes from 10 to 10000000: past it (with indexes) the oldest days of the log are dropped",
+			set:     intSetting(10, 10_000_000, func(c *Config) *int { return &c.Usage.MaxMB })},
+		{env: "PORTAL_REQUEST_LOG_BUFFER", flag: "request-log-buffer", def: strconv.Itoa(requestlog.DefaultBufferSize),
+			accepts: "a whole number from 1000 to 10000000: entries waiting for the writer at most; past it they are dropped and counted",
+			set:     intSetting(1000, 10_000_000, func(c *Config) *int { return &c.Usage.Buffer })},
+	}
+}
