@@ -25,6 +25,7 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /app/history.csv", dev(s.myHistoryCSV))
 	mux.Handle("GET /app/requests", dev(s.myRequests))
 	mux.Handle("GET /app/requests.csv", dev(s.myRequestsCSV))
+	mux.Handle("GET /app/analytics", dev(s.myAnalytics))
 	mux.Handle("GET /app/keys", dev(s.myKeys))
 	mux.Handle("POST /app/keys", dev(s.createMyKey))
 	mux.Handle("GET /app/keys/{id}/secret", dev(s.showMyKeySecret))

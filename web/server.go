@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/alerts"
+	"github.com/sluicehq/sluice/internal/analytics"
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
@@ -89,6 +90,11 @@ type Deps struct {
 	RequestLog            *requestlog.Reader
 	RequestLogAdmitSample int
 	RequestLogRetention   time.Duration
+	// Analytics, when set, reads the rollups behind /admin/analytics and
+	// /app/analytics (without it they 404); Headroom, when set, fills
+	// their limit headroom through the engine's Peek.
+	Analytics *analytics.Reader
+	Headroom  *analytics.Headroom
 
 	// Threshold alerts (/app/alerts). Alerts nil answers those pages 503.
 	// AlertSender attempts a "send test event" at once (nil leaves it to

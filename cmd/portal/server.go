@@ -204,11 +204,11 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	})
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = usageHistory.Run(bg) }()
-	// The request log (issue 36): the decision path logs each decision
-	// with requestLog.Log once the engine's single entry point calls it
-	// (docs/usage-data.md, "Where the engine calls in"); meanwhile the
-	// writer keeps the log's partitions and its retention.
-	requestLog := startRequestLog(bg, &wg, d, metrics)
+	// The request log and analytics (issue 36): the decision path logs
+	// each decision with usage.writer.Log once the engine's single entry
+	// point calls it (docs/usage-data.md, "Where the engine calls in");
+	// meanwhile the writer keeps the log's partitions and retention.
+	usage := startUsage(bg, &wg, d, metrics, holder, cmp.Or(dashboard, limiter))
 	// Threshold alerts (issue 12, item 5): see alerts.go.
 	alertDeps, err := startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter))
 	if err != nil {
@@ -290,7 +290,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		RegionUsage:    regionUsage,
 		Traffic:        recorder,
 		History:        history.NewReader(d.pool),
-		RequestLog:     requestLog.reader,
+		RequestLog:     usage.reader,
+		Analytics:      usage.analytics,
+		Headroom:       usage.headroom,
 		// What the request log pages say it holds.
 		RequestLogAdmitSample: d.cfg.Usage.AdmitSample,
 		RequestLogRetention:   d.cfg.Usage.Retention,

@@ -3,29 +3,57 @@ package main
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/analytics"
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/requestlog"
+	"github.com/sluicehq/sluice/internal/snapshot"
 )
 
-// requestLogParts are the request log's writer (nil when
-// PORTAL_REQUEST_LOG is false) and its reader for the pages.
-type requestLogParts struct {
-	writer *requestlog.Writer
-	reader *requestlog.Reader
+// tierGaugeInterval is how often the per-tier gauges are recomputed.
+const tierGaugeInterval = time.Minute
+
+// usageParts are the request log's writer and reader (nil when
+// PORTAL_REQUEST_LOG is false: the writer then stores nothing and only
+// feeds the analytics), and the analytics' reader and headroom.
+type usageParts struct {
+	writer    *requestlog.Writer
+	reader    *requestlog.Reader
+	analytics *analytics.Reader
+	headroom  *analytics.Headroom
 }
 
-// startRequestLog starts the request log's writer on bg; its final flush
-// runs when bg ends, after the HTTP server has drained.
-func startRequestLog(bg context.Context, wg *sync.WaitGroup, d serverDeps, metrics prometheus.Registerer) requestLogParts {
-	if !d.cfg.Usage.RequestLog {
-		return requestLogParts{}
-	}
+// startUsage starts the request log's writer, the analytics rollup it
+// feeds, and the per-tier gauges, on bg; their final flushes run when bg
+// ends, after the HTTP server has drained. peek reads limits for the
+// headroom (a dashboard's store, never the request path's).
+func startUsage(bg context.Context, wg *sync.WaitGroup, d serverDeps, metrics prometheus.Registerer, holder *snapshot.Holder, peek enforce.Store) usageParts {
+	rollup := analytics.NewRollup(d.pool, analytics.Options{Logger: d.logger, Registerer: metrics})
 	opts := d.cfg.Usage.requestLogOptions()
-	opts.Logger, opts.Registerer = d.logger, metrics
-	w := requestlog.NewWriter(d.pool, opts)
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = w.Run(bg) }()
-	return requestLogParts{writer: w, reader: requestlog.NewReader(d.pool)}
+	opts.Logger, opts.Registerer, opts.Observer = d.logger, metrics, rollup
+	p := usageParts{analytics: analytics.NewReader(d.pool)}
+	if d.cfg.Usage.RequestLog {
+		p.reader = requestlog.NewReader(d.pool)
+	} else {
+		opts.AdmitSample, opts.RejectSample = -1, -1
+	}
+	p.writer = requestlog.NewWriter(d.pool, opts)
+	p.headroom = analytics.NewHeadroom(p.analytics, peek, func() analytics.Snapshot {
+		if s := holder.Current(); s != nil {
+			return s
+		}
+		return nil
+	})
+	gauges := analytics.NewTierGauges(p.headroom, 0, metrics, d.logger)
+	// The rollup stops after the writer, whose final flush hands it the
+	// last entries, so its own final flush writes them.
+	rollupCtx, stopRollup := context.WithCancel(context.WithoutCancel(bg))
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = rollup.Run(rollupCtx) }()
+	go func() { defer wg.Done(); _ = p.writer.Run(bg); stopRollup() }()
+	go func() { defer wg.Done(); _ = gauges.Run(bg, tierGaugeInterval) }()
+	return p
 }

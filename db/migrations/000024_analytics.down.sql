@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS consumer_days;
+DROP TABLE IF EXISTS traffic_hours;

@@ -1,0 +1,397 @@
+package analytics
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Range is a span of time [From, To) cut into buckets of Bucket (an hour
+// or a day); From is on a bucket's start.
+type Range struct {
+	From, To time.Time
+	Bucket   time.Duration
+}
+
+// Buckets is how many buckets r has.
+func (r Range) Buckets() int {
+	if r.Bucket <= 0 || !r.From.Before(r.To) {
+		return 0
+	}
+	return int((r.To.Sub(r.From) + r.Bucket - 1) / r.Bucket)
+}
+
+// Days is the UTC days r touches, [first, last+1).
+func (r Range) Days() (time.Time, time.Time) {
+	day := 24 * time.Hour
+	return r.From.UTC().Truncate(day), r.To.Add(-time.Nanosecond).UTC().Truncate(day).Add(day)
+}
+
+// index is the bucket t falls in, -1 outside r.
+func (r Range) index(t time.Time) int {
+	if t.Before(r.From) || !t.Before(r.To) {
+		return -1
+	}
+	return int(t.Sub(r.From) / r.Bucket)
+}
+
+// Series is one line or band of a chart: a count per bucket.
+type Series struct {
+	Label string
+	// Value is what a filter takes to select this series ("" for "other").
+	Value  string
+	Points []int64
+	Total  int64
+}
+
+// Stacked is a chart of several series over one range, busiest first, the
+// last one "other" when there were more than the chart shows.
+type Stacked struct {
+	Range  Range
+	Series []Series
+}
+
+// Totals is each bucket's sum over the series.
+func (s Stacked) Totals() []int64 {
+	out := make([]int64, s.Range.Buckets())
+	for _, se := range s.Series {
+		for i, v := range se.Points {
+			out[i] += v
+		}
+	}
+	return out
+}
+
+// stack builds a chart from rows of (bucket start, label, count), keeping
+// the top labels by total and summing the rest into "other".
+func stack(rg Range, rows []labelled, top int, label func(string) string) Stacked {
+	byLabel := map[string]*Series{}
+	for _, r := range rows {
+		i := rg.index(r.at)
+		if i < 0 {
+			continue
+		}
+		s, ok := byLabel[r.value]
+		if !ok {
+			s = &Series{Label: label(r.value), Value: r.value, Points: make([]int64, rg.Buckets())}
+			byLabel[r.value] = s
+		}
+		s.Points[i] += r.n
+		s.Total += r.n
+	}
+	all := make([]Series, 0, len(byLabel))
+	for _, s := range byLabel {
+		all = append(all, *s)
+	}
+	slices.SortFunc(all, func(a, b Series) int { return cmp.Or(cmp.Compare(b.Total, a.Total), cmp.Compare(a.Label, b.Label)) })
+	if len(all) > top {
+		other := Series{Label: "other", Points: make([]int64, rg.Buckets())}
+		for _, s := range all[top:] {
+			for i, v := range s.Points {
+				other.Points[i] += v
+			}
+			other.Total += s.Total
+		}
+		all = append(all[:top], other)
+	}
+	return Stacked{Range: rg, Series: all}
+}
+
+type labelled struct {
+	at    time.Time
+	value string
+	n     int64
+}
+
+// Reader reads the rollups, the usage history and a developer's own log.
+type Reader struct{ pool *pgxpool.Pool }
+
+// NewReader returns a reader over pool.
+func NewReader(pool *pgxpool.Pool) *Reader { return &Reader{pool: pool} }
+
+func (q *Reader) labelled(ctx context.Context, sql string, args ...any) ([]labelled, error) {
+	rows, err := q.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("analytics: %w", err)
+	}
+	var out []labelled
+	var l labelled
+	_, err = pgx.ForEachRow(rows, []any{&l.at, &l.value, &l.n}, func() error { out = append(out, l); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("analytics: %w", err)
+	}
+	return out, nil
+}
+
+// ByRoute is the requests of rg per route (every caller of plan, "" for
+// every plan), the top routes apart.
+func (q *Reader) ByRoute(ctx context.Context, rg Range, plan string, top int) (Stacked, error) {
+	rows, err := q.labelled(ctx, `
+SELECT date_bin($3, hour, $1), route, sum(requests)::bigint FROM traffic_hours
+WHERE hour >= $1 AND hour < $2 AND ($4 = '' OR plan = $4) GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, plan)
+	if err != nil {
+		return Stacked{}, err
+	}
+	return stack(rg, rows, top, RouteLabel), nil
+}
+
+// RouteLabel shows a route, "(no route)" for requests that matched none.
+func RouteLabel(route string) string { return cmp.Or(route, "(no route)") }
+
+// ClassLabel names a status class as stored.
+func ClassLabel(class string) string {
+	switch class {
+	case strconv.Itoa(ClassUnknown):
+		return "not seen"
+	case strconv.Itoa(ClassRejected):
+		return "429 by Sluice"
+	}
+	return class + "xx"
+}
+
+// ByClass is the requests of rg per status class: the API's 2xx to 5xx,
+// Sluice's rejections, and those whose answer Sluice did not see.
+func (q *Reader) ByClass(ctx context.Context, rg Range, plan string) (Stacked, error) {
+	rows, err := q.labelled(ctx, `
+SELECT date_bin($3, hour, $1), class::text, sum(requests)::bigint FROM traffic_hours
+WHERE hour >= $1 AND hour < $2 AND ($4 = '' OR plan = $4) GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, plan)
+	if err != nil {
+		return Stacked{}, err
+	}
+	return stack(rg, rows, 10, ClassLabel), nil
+}
+
+// Percentiles are latency percentiles of some answers of the API.
+type Percentiles struct {
+	P50, P95, P99 time.Duration
+	// Count is how many answers they are read from.
+	Count int64
+}
+
+// percentiles reads p50, p95 and p99 from a histogram over LatencyBounds,
+// interpolating within a bucket.
+func percentiles(h []int64) Percentiles {
+	var n int64
+	for _, c := range h {
+		n += c
+	}
+	p := Percentiles{Count: n}
+	if n == 0 {
+		return p
+	}
+	at := func(q float64) time.Duration {
+		rank := q * float64(n)
+		var cum float64
+		for i, c := range h {
+			if c == 0 {
+				continue
+			}
+			if cum+float64(c) >= rank {
+				lo := time.Duration(0)
+				if i > 0 {
+					lo = LatencyBounds[i-1]
+				}
+				hi := lo * 3 / 2
+				if i < len(LatencyBounds) {
+					hi = LatencyBounds[i]
+				}
+				return lo + time.Duration(float64(hi-lo)*(rank-cum)/float64(c))
+			}
+			cum += float64(c)
+		}
+		return LatencyBounds[len(LatencyBounds)-1]
+	}
+	p.P50, p.P95, p.P99 = at(0.50), at(0.95), at(0.99)
+	return p
+}
+
+// Latency is the API's latency percentiles per bucket of rg and over all
+// of it, for plan and route ("" for all).
+func (q *Reader) Latency(ctx context.Context, rg Range, plan, route string) ([]Percentiles, Percentiles, error) {
+	rows, err := q.pool.Query(ctx, `
+SELECT date_bin($3, h.hour, $1), b.i::int, sum(b.n)::bigint
+FROM traffic_hours h, unnest(h.latency) WITH ORDINALITY AS b(n, i)
+WHERE h.hour >= $1 AND h.hour < $2 AND h.latency_count > 0 AND ($4 = '' OR h.plan = $4) AND ($5 = '' OR h.route = $5)
+GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, plan, route)
+	if err != nil {
+		return nil, Percentiles{}, fmt.Errorf("analytics: latency: %w", err)
+	}
+	hists := make([][]int64, rg.Buckets())
+	all := make([]int64, buckets)
+	var (
+		at time.Time
+		i  int
+		n  int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&at, &i, &n}, func() error {
+		b := rg.index(at)
+		if b < 0 || i < 1 || i > buckets {
+			return nil
+		}
+		if hists[b] == nil {
+			hists[b] = make([]int64, buckets)
+		}
+		hists[b][i-1] += n
+		all[i-1] += n
+		return nil
+	})
+	if err != nil {
+		return nil, Percentiles{}, fmt.Errorf("analytics: latency: %w", err)
+	}
+	out := make([]Percentiles, len(hists))
+	for b, h := range hists {
+		out[b] = percentiles(h)
+	}
+	return out, percentiles(all), nil
+}
+
+// Consumer is one caller's traffic over a range: a key, or an anonymous
+// address block.
+type Consumer struct {
+	KeyID, UserID int64
+	Address       string
+	Plan          string
+	// Label is the key's name and its developer's email, or the block.
+	Label              string
+	Requests, Rejected int64
+}
+
+// ConsumerOrder is what TopConsumers ranks by.
+type ConsumerOrder string
+
+// The orders of TopConsumers.
+const (
+	ByRequests ConsumerOrder = "requests"
+	ByRejected ConsumerOrder = "rejected"
+)
+
+// TopConsumers ranks the consumers of the UTC days [from, to) of plan ("" for
+// every plan) and of developer userID (0 for every one), busiest or most
+// rejected first, at most limit.
+func (q *Reader) TopConsumers(ctx context.Context, from, to time.Time, plan string, userID int64, order ConsumerOrder, limit int) ([]Consumer, error) {
+	cond := ""
+	if order == ByRejected {
+		cond = " AND c.rejected > 0"
+	} else {
+		order = ByRequests
+	}
+	sql := fmt.Sprintf(`
+WITH top AS (
+  SELECT c.key_id, c.user_id, c.address, max(c.plan) AS plan, sum(c.requests)::bigint AS requests, sum(c.rejected)::bigint AS rejected
+  FROM consumer_days c
+  WHERE c.day >= $1 AND c.day < $2 AND ($3 = '' OR c.plan = $3) AND ($4 = 0 OR c.user_id = $4)%s
+  GROUP BY c.key_id, c.user_id, c.address
+  ORDER BY sum(c.%s) DESC, c.key_id, c.address
+  LIMIT $5
+)
+SELECT t.key_id, t.user_id, t.address, t.plan,
+       CASE WHEN t.key_id = 0 THEN CASE WHEN t.address = '' THEN 'anonymous, other blocks' ELSE 'anonymous, ' || t.address END
+            ELSE COALESCE(k.name, 'key ' || t.key_id) || ' (' || COALESCE(u.email, 'developer ' || t.user_id) || ')' END,
+       t.requests, t.rejected
+FROM top t
+LEFT JOIN api_keys k ON k.id = t.key_id AND t.key_id <> 0
+LEFT JOIN users u ON u.id = t.user_id AND t.user_id <> 0
+ORDER BY t.%s DESC, t.key_id, t.address`, cond, order, order)
+	rows, err := q.pool.Query(ctx, sql, from, to, plan, userID, max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("analytics: top consumers: %w", err)
+	}
+	var out []Consumer
+	var c Consumer
+	_, err = pgx.ForEachRow(rows, []any{&c.KeyID, &c.UserID, &c.Address, &c.Plan, &c.Label, &c.Requests, &c.Rejected},
+		func() error { out = append(out, c); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("analytics: top consumers: %w", err)
+	}
+	return out, nil
+}
+
+// ConsumerSeries is each key's requests per bucket of rg, from the usage
+// history, labelled as in cs.
+func (q *Reader) ConsumerSeries(ctx context.Context, rg Range, cs []Consumer) ([]Series, error) {
+	var ids []int64
+	for _, c := range cs {
+		if c.KeyID != 0 {
+			ids = append(ids, c.KeyID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.labelled(ctx, `
+SELECT date_bin($3, hour, $1), key_id::text, sum(admitted + rejected)::bigint FROM usage_hours
+WHERE key_id = ANY($4) AND hour >= $1 AND hour < $2 GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, ids)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]*Series{}
+	var out []Series
+	for _, c := range cs {
+		if c.KeyID != 0 {
+			out = append(out, Series{Label: c.Label, Value: strconv.FormatInt(c.KeyID, 10), Points: make([]int64, rg.Buckets())})
+		}
+	}
+	for i := range out {
+		byKey[out[i].Value] = &out[i]
+	}
+	for _, r := range rows {
+		if s, i := byKey[r.value], rg.index(r.at); s != nil && i >= 0 {
+			s.Points[i] += r.n
+			s.Total += r.n
+		}
+	}
+	return out, nil
+}
+
+// DeveloperByRoute is developer userID's requests of rg per route, from
+// the usage history (admitted and rejected).
+func (q *Reader) DeveloperByRoute(ctx context.Context, rg Range, userID int64, top int) (Stacked, error) {
+	rows, err := q.labelled(ctx, `
+SELECT date_bin($3, hour, $1), route, sum(admitted + rejected)::bigint FROM usage_hours
+WHERE user_id = $4 AND hour >= $1 AND hour < $2 GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, userID)
+	if err != nil {
+		return Stacked{}, err
+	}
+	return stack(rg, rows, top, RouteLabel), nil
+}
+
+// DeveloperByClass is developer userID's logged requests of rg per status
+// class, from the request log: each row counts for the decisions it stands
+// for (its weight), so sampled admissions are estimated.
+func (q *Reader) DeveloperByClass(ctx context.Context, rg Range, userID int64) (Stacked, error) {
+	rows, err := q.labelled(ctx, `
+SELECT date_bin($3, at, $1), (CASE WHEN outcome = 'rejected' THEN 9 ELSE status / 100 END)::text, sum(weight)::bigint
+FROM request_log WHERE user_id = $4 AND at >= $1 AND at < $2 GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, userID)
+	if err != nil {
+		return Stacked{}, err
+	}
+	return stack(rg, rows, 10, ClassLabel), nil
+}
+
+// DeveloperLatency is the API's latency percentiles over developer
+// userID's logged answers of rg (the request log's sample).
+func (q *Reader) DeveloperLatency(ctx context.Context, rg Range, userID int64) (Percentiles, error) {
+	var p Percentiles
+	var p50, p95, p99 *float64
+	err := q.pool.QueryRow(ctx, `
+SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_us), percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_us),
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY latency_us)
+FROM request_log WHERE user_id = $1 AND at >= $2 AND at < $3 AND upstream_status <> 0`, userID, rg.From, rg.To).Scan(&p.Count, &p50, &p95, &p99)
+	if err != nil {
+		return p, fmt.Errorf("analytics: developer latency: %w", err)
+	}
+	us := func(f *float64) time.Duration {
+		if f == nil {
+			return 0
+		}
+		return time.Duration(*f * float64(time.Microsecond))
+	}
+	p.P50, p.P95, p.P99 = us(p50), us(p95), us(p99)
+	return p, nil
+}
