@@ -207,6 +207,14 @@ func (s *Server) operatorAnalytics(ctx context.Context, rg analytics.Range, plan
 		}
 	}
 	v.Notes = append(v.Notes, "Counted from every decision; figures are added every few seconds by each instance.")
+	if s.deps.UsageRecords != nil {
+		from, to := rg.Days()
+		q := url.Values{"from": {from.Format(time.DateOnly)}, "to": {to.Format(time.DateOnly)}}
+		if plan != "" {
+			q.Set("plan", plan)
+		}
+		v.RecordsCSV = "/admin/usage-records.csv?" + q.Encode()
+	}
 	return v, nil
 }
 

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/csv"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/analytics"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/snapshot"
 	"github.com/sluicehq/sluice/internal/users"
@@ -141,5 +143,32 @@ func TestAnalyticsPages(t *testing.T) {
 	}
 	if res := dev.get("/admin/analytics", nil); res.StatusCode != http.StatusForbidden {
 		t.Errorf("developer on the operator's analytics: %d, want 403", res.StatusCode)
+	}
+}
+
+func TestUsageRecordsDownload(t *testing.T) {
+	e := newEnvWith(t, func(d *web.Deps) { d.UsageRecords = metering.NewReader(d.Pool) })
+	day := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
+	for i, start := range []time.Time{day, day.Add(-40 * 24 * time.Hour)} {
+		if _, err := e.pool.Exec(context.Background(), `INSERT INTO meter_records (id, user_id, plan, tier, period_start, period_end, revision, requests, rejected)
+VALUES ($1, $2, 'gold', '', $3, $4, 0, $5, 0)`, metering.RecordID(e.dev.ID, "gold", "", start, 0), e.dev.ID, start, start.Add(24*time.Hour), 10+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := e.signedIn(operatorEmail)
+	res := op.get("/admin/usage-records.csv", nil)
+	rows, err := csv.NewReader(strings.NewReader(res.body)).ReadAll()
+	if res.StatusCode != http.StatusOK || err != nil || len(rows) != 2 || rows[1][2] != developerEmail || rows[1][8] != "10" {
+		t.Errorf("default range: %d %q (%v), want the header and the record of yesterday only", res.StatusCode, rows, err)
+	}
+	res = op.get("/admin/usage-records.csv?from="+day.Add(-50*24*time.Hour).Format(time.DateOnly), nil)
+	if rows, _ := csv.NewReader(strings.NewReader(res.body)).ReadAll(); len(rows) != 3 {
+		t.Errorf("from 50 days back: %d lines, want both records", len(rows))
+	}
+	if res := op.get("/admin/usage-records.csv?from=last+week", nil); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("bad from: %d, want 400", res.StatusCode)
+	}
+	if res := e.signedIn(developerEmail).get("/admin/usage-records.csv", nil); res.StatusCode != http.StatusForbidden {
+		t.Errorf("a developer: %d, want 403", res.StatusCode)
 	}
 }

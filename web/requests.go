@@ -2,7 +2,6 @@ package web
 
 import (
 	"cmp"
-	"encoding/csv"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -325,36 +324,19 @@ func (s *Server) requestsCSV(w http.ResponseWriter, r *http.Request, ownUser int
 		s.error(w, r, err)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/csv; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Disposition", `attachment; filename="`+name+"-"+rq.filter.From.Format("20060102T1504")+`.csv"`)
-	cw := csv.NewWriter(w)
-	_ = cw.Write(requestsCSVHeader)
-	rows := 0
-	err = s.deps.RequestLog.Each(r.Context(), rq.filter, func(row requestlog.Row) error {
-		rows++
-		latency := ""
-		if row.UpstreamStatus != 0 {
-			latency = strconv.FormatFloat(float64(row.Latency)/float64(time.Millisecond), 'f', 3, 64)
-		}
-		return cw.Write([]string{
-			row.At.UTC().Format(time.RFC3339Nano), row.WayIn, row.Outcome, csvText(row.Plan), csvText(row.Route),
-			idText(row.KeyID), csvText(row.KeyName), row.KeyPrefix, idText(row.UserID), csvText(row.Email), row.Address,
-			idText(int64(row.Status)), csvText(row.Layer), idText(row.RetryAfter), row.StoreDegraded,
-			idText(int64(row.UpstreamStatus)), latency, strconv.Itoa(row.Weight),
+	name += "-" + rq.filter.From.Format("20060102T1504") + ".csv"
+	s.streamCSV(w, r, name, requestsCSVHeader, func(write func([]string) error) error {
+		return s.deps.RequestLog.Each(r.Context(), rq.filter, func(row requestlog.Row) error {
+			latency := ""
+			if row.UpstreamStatus != 0 {
+				latency = strconv.FormatFloat(float64(row.Latency)/float64(time.Millisecond), 'f', 3, 64)
+			}
+			return write([]string{
+				row.At.UTC().Format(time.RFC3339Nano), row.WayIn, row.Outcome, csvText(row.Plan), csvText(row.Route),
+				idText(row.KeyID), csvText(row.KeyName), row.KeyPrefix, idText(row.UserID), csvText(row.Email), row.Address,
+				idText(int64(row.Status)), csvText(row.Layer), idText(row.RetryAfter), row.StoreDegraded,
+				idText(int64(row.UpstreamStatus)), latency, strconv.Itoa(row.Weight),
+			})
 		})
 	})
-	if err != nil && rows == 0 && r.Context().Err() == nil {
-		h.Del("Content-Disposition")
-		s.error(w, r, err)
-		return
-	}
-	cw.Flush()
-	if err == nil {
-		err = cw.Error()
-	}
-	if err != nil && r.Context().Err() == nil {
-		s.log.Warn("request log CSV cut short", "err", err, "rows", rows)
-	}
 }

@@ -14,6 +14,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/requests", op(s.adminRequests))
 	mux.Handle("GET /admin/requests.csv", op(s.adminRequestsCSV))
 	mux.Handle("GET /admin/analytics", op(s.adminAnalytics))
+	mux.Handle("GET /admin/usage-records.csv", op(s.usageRecordsCSV))
 
 	mux.Handle("GET /admin/services", op(s.withServices(s.servicesList)))
 	mux.Handle("POST /admin/services", op(s.withServices(s.serviceCreate)))

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -95,6 +96,8 @@ type Deps struct {
 	// their limit headroom through the engine's Peek.
 	Analytics *analytics.Reader
 	Headroom  *analytics.Headroom
+	// UsageRecords, when set, serves /admin/usage-records.csv.
+	UsageRecords *metering.Reader
 
 	// Threshold alerts (/app/alerts). Alerts nil answers those pages 503.
 	// AlertSender attempts a "send test event" at once (nil leaves it to

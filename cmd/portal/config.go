@@ -633,6 +633,9 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 	if err := checkRegions(&cfg); err != nil {
 		return Config{}, nil, err
 	}
+	if err := cfg.Usage.check(); err != nil {
+		return Config{}, nil, err
+	}
 	return cfg, fs.Args(), nil
 }
 

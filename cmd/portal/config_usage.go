@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+	"net/url"
+	"regexp"
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/requestlog"
 )
 
@@ -24,7 +28,28 @@ type usageConfig struct {
 	// Buffer is how many entries wait for the writer at most
 	// (PORTAL_REQUEST_LOG_BUFFER).
 	Buffer int
+	// MeterPeriod is the period of a usage record (PORTAL_METER_PERIOD).
+	MeterPeriod time.Duration
+	// MeterURL and MeterSecret, when set, push usage records to a webhook
+	// signed with the secret (PORTAL_METER_WEBHOOK_URL,
+	// PORTAL_METER_WEBHOOK_SECRET); MeterEventName is their event_name
+	// (PORTAL_METER_EVENT_NAME).
+	MeterURL, MeterSecret, MeterEventName string
 }
+
+// check says which setting to fix when the metering webhook's settings
+// disagree.
+func (c usageConfig) check() error {
+	switch {
+	case c.MeterURL != "" && c.MeterSecret == "":
+		return errors.New("invalid PORTAL_METER_WEBHOOK_SECRET (-meter-webhook-secret): PORTAL_METER_WEBHOOK_URL is set, so the deliveries need a secret to be signed with")
+	case c.MeterURL == "" && c.MeterSecret != "":
+		return errors.New("invalid PORTAL_METER_WEBHOOK_URL (-meter-webhook-url): PORTAL_METER_WEBHOOK_SECRET is set but no URL to deliver to")
+	}
+	return nil
+}
+
+var eventName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,100}$`)
 
 // requestLogOptions are the writer's options from c.
 func (c usageConfig) requestLogOptions() requestlog.Options {
@@ -68,5 +93,42 @@ func usageSettings() []setting {
 		{env: "PORTAL_REQUEST_LOG_BUFFER", flag: "request-log-buffer", def: strconv.Itoa(requestlog.DefaultBufferSize),
 			accepts: "a whole number from 1000 to 10000000: entries waiting for the writer at most; past it they are dropped and counted",
 			set:     intSetting(1000, 10_000_000, func(c *Config) *int { return &c.Usage.Buffer })},
+		{env: "PORTAL_METER_PERIOD", flag: "meter-period", def: "day", accepts: "hour or day: the period of a usage record",
+			set: func(c *Config, v string) error {
+				var err error
+				c.Usage.MeterPeriod, err = metering.ParsePeriod(v)
+				return err
+			}},
+		{env: "PORTAL_METER_WEBHOOK_URL", flag: "meter-webhook-url", secret: true,
+			accepts: "an http or https URL that receives the usage records as signed meter events, or empty for none",
+			set: func(c *Config, v string) error {
+				c.Usage.MeterURL = v
+				if v == "" {
+					return nil
+				}
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+					return errors.New("not an http or https URL")
+				}
+				return nil
+			}},
+		{env: "PORTAL_METER_WEBHOOK_SECRET", flag: "meter-webhook-secret", secret: true,
+			accepts: "at least 16 characters: the key of the deliveries' Sluice-Signature (set with PORTAL_METER_WEBHOOK_URL)",
+			set: func(c *Config, v string) error {
+				c.Usage.MeterSecret = v
+				if v != "" && len(v) < 16 {
+					return errors.New("too short")
+				}
+				return nil
+			}},
+		{env: "PORTAL_METER_EVENT_NAME", flag: "meter-event-name", def: metering.DefaultEventName,
+			accepts: "1 to 100 letters, digits, '_', '.' or '-': the event_name of every meter event",
+			set: func(c *Config, v string) error {
+				if !eventName.MatchString(v) {
+					return errors.New("not an event name")
+				}
+				c.Usage.MeterEventName = v
+				return nil
+			}},
 	}
 }

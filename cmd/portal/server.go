@@ -208,7 +208,15 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// each decision with usage.writer.Log once the engine's single entry
 	// point calls it (docs/usage-data.md, "Where the engine calls in");
 	// meanwhile the writer keeps the log's partitions and retention.
-	usage := startUsage(bg, &wg, d, metrics, holder, cmp.Or(dashboard, limiter))
+	usage, err := startUsage(bg, &wg, d, metrics, holder, cmp.Or(dashboard, limiter))
+	if err != nil {
+		stop()
+		wg.Wait()
+		for _, c := range closers {
+			c()
+		}
+		return nil, nil, err
+	}
 	// Threshold alerts (issue 12, item 5): see alerts.go.
 	alertDeps, err := startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter))
 	if err != nil {
@@ -293,6 +301,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		RequestLog:     usage.reader,
 		Analytics:      usage.analytics,
 		Headroom:       usage.headroom,
+		UsageRecords:   usage.records,
 		// What the request log pages say it holds.
 		RequestLogAdmitSample: d.cfg.Usage.AdmitSample,
 		RequestLogRetention:   d.cfg.Usage.Retention,

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -68,8 +69,10 @@ type api struct {
 	// planfiles is over Pool and the routes Plans takes, for the same reason.
 	planfiles *planfile.Store
 	traffic   *traffic.Recorder
-	logger    *slog.Logger
-	now       func() time.Time
+	// metering reads the usage records over Pool.
+	metering *metering.Reader
+	logger   *slog.Logger
+	now      func() time.Time
 }
 
 // New returns the admin API handler. Mount it at Prefix+"/":
@@ -104,7 +107,7 @@ func newAPI(d Deps) *api {
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
 		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
-		planfiles: planfile.ForService(d.Pool, d.Plans), traffic: d.Traffic,
+		planfiles: planfile.ForService(d.Pool, d.Plans), traffic: d.Traffic, metering: metering.NewReader(d.Pool),
 	}
 }
 
