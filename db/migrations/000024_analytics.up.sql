@@ -24,6 +24,20 @@ CREATE TABLE traffic_hours (
     PRIMARY KEY (hour, plan, route, class)
 );
 
+-- The same per UTC day, for ranges charted per day: a month is 30 rows
+-- per plan, route and class instead of 720.
+CREATE TABLE traffic_days (
+    day           date        NOT NULL,
+    plan          text        NOT NULL,
+    route         text        NOT NULL,
+    class         smallint    NOT NULL,
+    requests      bigint      NOT NULL CHECK (requests >= 0),
+    latency_count bigint      NOT NULL CHECK (latency_count >= 0),
+    latency_sum   bigint      NOT NULL CHECK (latency_sum >= 0),
+    latency       bigint[]    NOT NULL,
+    PRIMARY KEY (day, plan, route, class)
+);
+
 -- Per UTC day and consumer (a key, or an anonymous address block): who
 -- calls most and who is rejected most.
 CREATE TABLE consumer_days (
@@ -40,4 +54,4 @@ CREATE INDEX consumer_days_requests ON consumer_days (day, requests DESC);
 CREATE INDEX consumer_days_plan ON consumer_days (plan, day, requests DESC);
 CREATE INDEX consumer_days_rejected ON consumer_days (day, rejected DESC) WHERE rejected > 0;
 CREATE INDEX consumer_days_user ON consumer_days (user_id, day);
-CREATE INDEX consumer_days_key ON consumer_days (key_id, day) WHERE key_id <> 0;
+CREATE INDEX consumer_days_key ON consumer_days (key_id, address, day);

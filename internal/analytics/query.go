@@ -129,12 +129,22 @@ func (q *Reader) labelled(ctx context.Context, sql string, args ...any) ([]label
 	return out, nil
 }
 
+// traffic is the rollup a range reads (per day when its buckets are whole
+// days, else per hour) and its time column, as a timestamptz.
+func (r Range) traffic() (table, at string) {
+	if r.Bucket%(24*time.Hour) == 0 && r.From.Equal(r.From.UTC().Truncate(24*time.Hour)) {
+		return "traffic_days", "day::timestamptz"
+	}
+	return "traffic_hours", "hour"
+}
+
 // ByRoute is the requests of rg per route (every caller of plan, "" for
 // every plan), the top routes apart.
 func (q *Reader) ByRoute(ctx context.Context, rg Range, plan string, top int) (Stacked, error) {
-	rows, err := q.labelled(ctx, `
-SELECT date_bin($3, hour, $1), route, sum(requests)::bigint FROM traffic_hours
-WHERE hour >= $1 AND hour < $2 AND ($4 = '' OR plan = $4) GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, plan)
+	table, at := rg.traffic()
+	rows, err := q.labelled(ctx, fmt.Sprintf(`
+SELECT date_bin($3, %[2]s, $1), route, sum(requests)::bigint FROM %[1]s
+WHERE %[2]s >= $1 AND %[2]s < $2 AND ($4 = '' OR plan = $4) GROUP BY 1, 2`, table, at), rg.From, rg.To, rg.Bucket, plan)
 	if err != nil {
 		return Stacked{}, err
 	}
@@ -158,9 +168,10 @@ func ClassLabel(class string) string {
 // ByClass is the requests of rg per status class: the API's 2xx to 5xx,
 // Sluice's rejections, and those whose answer Sluice did not see.
 func (q *Reader) ByClass(ctx context.Context, rg Range, plan string) (Stacked, error) {
-	rows, err := q.labelled(ctx, `
-SELECT date_bin($3, hour, $1), class::text, sum(requests)::bigint FROM traffic_hours
-WHERE hour >= $1 AND hour < $2 AND ($4 = '' OR plan = $4) GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, plan)
+	table, at := rg.traffic()
+	rows, err := q.labelled(ctx, fmt.Sprintf(`
+SELECT date_bin($3, %[2]s, $1), class::text, sum(requests)::bigint FROM %[1]s
+WHERE %[2]s >= $1 AND %[2]s < $2 AND ($4 = '' OR plan = $4) GROUP BY 1, 2`, table, at), rg.From, rg.To, rg.Bucket, plan)
 	if err != nil {
 		return Stacked{}, err
 	}
@@ -214,11 +225,12 @@ func percentiles(h []int64) Percentiles {
 // Latency is the API's latency percentiles per bucket of rg and over all
 // of it, for plan and route ("" for all).
 func (q *Reader) Latency(ctx context.Context, rg Range, plan, route string) ([]Percentiles, Percentiles, error) {
-	rows, err := q.pool.Query(ctx, `
-SELECT date_bin($3, h.hour, $1), b.i::int, sum(b.n)::bigint
-FROM traffic_hours h, unnest(h.latency) WITH ORDINALITY AS b(n, i)
-WHERE h.hour >= $1 AND h.hour < $2 AND h.latency_count > 0 AND ($4 = '' OR h.plan = $4) AND ($5 = '' OR h.route = $5)
-GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, plan, route)
+	table, col := rg.traffic()
+	rows, err := q.pool.Query(ctx, fmt.Sprintf(`
+SELECT date_bin($3, h.%[2]s, $1), b.i::int, sum(b.n)::bigint
+FROM %[1]s h, unnest(h.latency) WITH ORDINALITY AS b(n, i)
+WHERE h.%[2]s >= $1 AND h.%[2]s < $2 AND h.latency_count > 0 AND ($4 = '' OR h.plan = $4) AND ($5 = '' OR h.route = $5)
+GROUP BY 1, 2`, table, col), rg.From, rg.To, rg.Bucket, plan, route)
 	if err != nil {
 		return nil, Percentiles{}, fmt.Errorf("analytics: latency: %w", err)
 	}
@@ -249,67 +261,6 @@ GROUP BY 1, 2`, rg.From, rg.To, rg.Bucket, plan, route)
 		out[b] = percentiles(h)
 	}
 	return out, percentiles(all), nil
-}
-
-// Consumer is one caller's traffic over a range: a key, or an anonymous
-// address block.
-type Consumer struct {
-	KeyID, UserID int64
-	Address       string
-	Plan          string
-	// Label is the key's name and its developer's email, or the block.
-	Label              string
-	Requests, Rejected int64
-}
-
-// ConsumerOrder is what TopConsumers ranks by.
-type ConsumerOrder string
-
-// The orders of TopConsumers.
-const (
-	ByRequests ConsumerOrder = "requests"
-	ByRejected ConsumerOrder = "rejected"
-)
-
-// TopConsumers ranks the consumers of the UTC days [from, to) of plan ("" for
-// every plan) and of developer userID (0 for every one), busiest or most
-// rejected first, at most limit.
-func (q *Reader) TopConsumers(ctx context.Context, from, to time.Time, plan string, userID int64, order ConsumerOrder, limit int) ([]Consumer, error) {
-	cond := ""
-	if order == ByRejected {
-		cond = " AND c.rejected > 0"
-	} else {
-		order = ByRequests
-	}
-	sql := fmt.Sprintf(`
-WITH top AS (
-  SELECT c.key_id, c.user_id, c.address, max(c.plan) AS plan, sum(c.requests)::bigint AS requests, sum(c.rejected)::bigint AS rejected
-  FROM consumer_days c
-  WHERE c.day >= $1 AND c.day < $2 AND ($3 = '' OR c.plan = $3) AND ($4 = 0 OR c.user_id = $4)%s
-  GROUP BY c.key_id, c.user_id, c.address
-  ORDER BY sum(c.%s) DESC, c.key_id, c.address
-  LIMIT $5
-)
-SELECT t.key_id, t.user_id, t.address, t.plan,
-       CASE WHEN t.key_id = 0 THEN CASE WHEN t.address = '' THEN 'anonymous, other blocks' ELSE 'anonymous, ' || t.address END
-            ELSE COALESCE(k.name, 'key ' || t.key_id) || ' (' || COALESCE(u.email, 'developer ' || t.user_id) || ')' END,
-       t.requests, t.rejected
-FROM top t
-LEFT JOIN api_keys k ON k.id = t.key_id AND t.key_id <> 0
-LEFT JOIN users u ON u.id = t.user_id AND t.user_id <> 0
-ORDER BY t.%s DESC, t.key_id, t.address`, cond, order, order)
-	rows, err := q.pool.Query(ctx, sql, from, to, plan, userID, max(limit, 1))
-	if err != nil {
-		return nil, fmt.Errorf("analytics: top consumers: %w", err)
-	}
-	var out []Consumer
-	var c Consumer
-	_, err = pgx.ForEachRow(rows, []any{&c.KeyID, &c.UserID, &c.Address, &c.Plan, &c.Label, &c.Requests, &c.Rejected},
-		func() error { out = append(out, c); return nil })
-	if err != nil {
-		return nil, fmt.Errorf("analytics: top consumers: %w", err)
-	}
-	return out, nil
 }
 
 // ConsumerSeries is each key's requests per bucket of rg, from the usage

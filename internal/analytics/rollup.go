@@ -237,6 +237,16 @@ ON CONFLICT (hour, plan, route, class) DO UPDATE SET
     latency = (SELECT array_agg(COALESCE(a, 0) + COALESCE(b, 0) ORDER BY i)
                FROM unnest(traffic_hours.latency, EXCLUDED.latency) WITH ORDINALITY AS t(a, b, i))`
 
+const upsertTrafficDay = `
+INSERT INTO traffic_days (day, plan, route, class, requests, latency_count, latency_sum, latency)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (day, plan, route, class) DO UPDATE SET
+    requests = traffic_days.requests + EXCLUDED.requests,
+    latency_count = traffic_days.latency_count + EXCLUDED.latency_count,
+    latency_sum = traffic_days.latency_sum + EXCLUDED.latency_sum,
+    latency = (SELECT array_agg(COALESCE(a, 0) + COALESCE(b, 0) ORDER BY i)
+               FROM unnest(traffic_days.latency, EXCLUDED.latency) WITH ORDINALITY AS t(a, b, i))`
+
 const upsertDays = `
 INSERT INTO consumer_days (day, plan, key_id, user_id, address, requests, rejected)
 SELECT * FROM unnest($1::date[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[])
@@ -326,11 +336,42 @@ func (r *Rollup) write(ctx context.Context, hours map[hourKey]*hourCount, days m
 		return cmp.Or(cmp.Compare(a.day, b.day), strings.Compare(a.plan, b.plan), cmp.Compare(a.keyID, b.keyID),
 			cmp.Compare(a.userID, b.userID), strings.Compare(a.address, b.address))
 	})
+	// The hours' days, for ranges charted per day; hk's order is theirs.
+	type tdKey struct {
+		day         int64
+		plan, route string
+		class       int16
+	}
+	var tdKeys []tdKey
+	tdays := map[tdKey]*hourCount{}
+	for _, k := range hk {
+		v := hours[k]
+		dk := tdKey{k.hour / 24, k.plan, k.route, k.class}
+		d, ok := tdays[dk]
+		if !ok {
+			d = &hourCount{latency: make([]int64, buckets)}
+			tdays[dk] = d
+			tdKeys = append(tdKeys, dk)
+		}
+		d.requests += v.requests
+		d.latencyCount += v.latencyCount
+		d.latencySum += v.latencySum
+		for i := range d.latency {
+			d.latency[i] += v.latency[i]
+		}
+	}
+	slices.SortFunc(tdKeys, func(a, b tdKey) int {
+		return cmp.Or(cmp.Compare(a.day, b.day), strings.Compare(a.plan, b.plan), strings.Compare(a.route, b.route), cmp.Compare(a.class, b.class))
+	})
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, k := range hk {
 			v := hours[k]
 			b.Queue(upsertHour, time.Unix(k.hour*3600, 0).UTC(), k.plan, k.route, k.class, v.requests, v.latencyCount, v.latencySum, v.latency)
+		}
+		for _, k := range tdKeys {
+			v := tdays[k]
+			b.Queue(upsertTrafficDay, time.Unix(k.day*86400, 0).UTC(), k.plan, k.route, k.class, v.requests, v.latencyCount, v.latencySum, v.latency)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("analytics: add hours: %w", err)
@@ -357,6 +398,9 @@ func (r *Rollup) write(ctx context.Context, hours map[hourKey]*hourCount, days m
 // Prune deletes rollup rows past their retention, as of now.
 func Prune(ctx context.Context, pool *pgxpool.Pool, now time.Time) error {
 	if _, err := pool.Exec(ctx, `DELETE FROM traffic_hours WHERE hour < $1`, now.Add(-HourRetention)); err != nil {
+		return fmt.Errorf("analytics: prune: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM traffic_days WHERE day < $1`, now.Add(-HourRetention).UTC().Truncate(24*time.Hour)); err != nil {
 		return fmt.Errorf("analytics: prune: %w", err)
 	}
 	if _, err := pool.Exec(ctx, `DELETE FROM consumer_days WHERE day < $1`, now.Add(-ConsumerRetention).UTC().Truncate(24*time.Hour)); err != nil {
