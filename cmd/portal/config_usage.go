@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/keyverify"
 	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/requestlog"
 )
@@ -35,6 +36,10 @@ type usageConfig struct {
 	// PORTAL_METER_WEBHOOK_SECRET); MeterEventName is their event_name
 	// (PORTAL_METER_EVENT_NAME).
 	MeterURL, MeterSecret, MeterEventName string
+	// VerifyPerService and VerifyPerAddress are the key verification API's
+	// own limits, requests a minute (PORTAL_VERIFY_SERVICE_RATE,
+	// PORTAL_VERIFY_ADDRESS_RATE).
+	VerifyPerService, VerifyPerAddress int
 }
 
 // check says which setting to fix when the metering webhook's settings
@@ -121,6 +126,12 @@ func usageSettings() []setting {
 				}
 				return nil
 			}},
+		{env: "PORTAL_VERIFY_SERVICE_RATE", flag: "verify-service-rate", def: strconv.Itoa(keyverify.DefaultPerService),
+			accepts: "a whole number from 6 to 10000000: key verifications a minute per service token (a sixth of it at once)",
+			set:     intSetting(6, 10_000_000, func(c *Config) *int { return &c.Usage.VerifyPerService })},
+		{env: "PORTAL_VERIFY_ADDRESS_RATE", flag: "verify-address-rate", def: strconv.Itoa(keyverify.DefaultPerAddress),
+			accepts: "a whole number from 6 to 10000000: requests to the key verification API a minute per client address, token or not",
+			set:     intSetting(6, 10_000_000, func(c *Config) *int { return &c.Usage.VerifyPerAddress })},
 		{env: "PORTAL_METER_EVENT_NAME", flag: "meter-event-name", def: metering.DefaultEventName,
 			accepts: "1 to 100 letters, digits, '_', '.' or '-': the event_name of every meter event",
 			set: func(c *Config, v string) error {

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/keyverify"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/region"
@@ -259,6 +260,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
 	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
 	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
+	// Services check a key and read its limits here, spending nothing
+	// (issue 36), with a service token.
+	mux.Handle(keyverify.Path, keyverify.New(holder, limiter, limiter, services.NewRepo(d.pool), keyverify.Options{
+		PerService: int64(d.cfg.Usage.VerifyPerService), PerAddress: int64(d.cfg.Usage.VerifyPerAddress),
+		TrustedProxies: d.cfg.TrustedProxies, Logger: d.logger,
+	}))
+	mux.Handle(keyverify.OpenAPIPath, keyverify.OpenAPI())
 	// Programs enforcing with the guard package fetch the policy here.
 	mux.Handle(gateway.PolicyPath, gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger))
 	// Services with an upstream URL: by path here, by host name around
