@@ -128,11 +128,7 @@ func (s *Server) adminAnalytics(w http.ResponseWriter, r *http.Request) {
 func (s *Server) operatorAnalytics(ctx context.Context, rg analytics.Range, plan string) (views.AnalyticsPage, error) {
 	a := s.deps.Analytics
 	v := views.AnalyticsPage{Operator: true, Action: "/admin/analytics", DaysNote: daysNote(rg)}
-	byRoute, err := a.ByRoute(ctx, rg, plan, 5)
-	if err != nil {
-		return v, err
-	}
-	byClass, err := a.ByClass(ctx, rg, plan)
+	byRoute, byClass, err := a.Traffic(ctx, rg, plan, 5)
 	if err != nil {
 		return v, err
 	}

@@ -218,7 +218,7 @@ func TestChartsStackTheTopAndSumTheRest(t *testing.T) {
 	}
 	q := analytics.NewReader(pool)
 	rg := analytics.Range{From: day0, To: day0.Add(24 * time.Hour), Bucket: time.Hour}
-	s, err := q.ByRoute(ctx, rg, "", 3)
+	s, _, err := q.Traffic(ctx, rg, "", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestChartsStackTheTopAndSumTheRest(t *testing.T) {
 	if tot := s.Totals(); len(tot) != 24 || tot[0] != 11 || tot[3] != 7 {
 		t.Errorf("totals per hour %v", tot)
 	}
-	c, err := q.ByClass(ctx, rg, "pro")
+	_, c, err := q.Traffic(ctx, rg, "pro", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,10 +243,10 @@ func TestChartsStackTheTopAndSumTheRest(t *testing.T) {
 		t.Errorf("classes %+v, want 49 of 2xx and 1 rejected", c.Series)
 	}
 	daily := analytics.Range{From: day0, To: day0.Add(48 * time.Hour), Bucket: 24 * time.Hour}
-	if s, err := q.ByRoute(ctx, daily, "", 10); err != nil || len(s.Series[0].Points) != 2 || s.Series[0].Points[0] != 11 {
+	if s, _, err := q.Traffic(ctx, daily, "", 10); err != nil || len(s.Series[0].Points) != 2 || s.Series[0].Points[0] != 11 {
 		t.Errorf("by day: %+v, %v", s, err)
 	}
-	if s, err := q.ByRoute(ctx, rg, "anon", 10); err != nil || len(s.Series) != 0 {
+	if s, _, err := q.Traffic(ctx, rg, "anon", 10); err != nil || len(s.Series) != 0 {
 		t.Errorf("another plan: %+v, %v; want nothing", s.Series, err)
 	}
 }
