@@ -285,13 +285,9 @@ func (s *Server) myRequests(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	keys, _, err := s.deps.Keys.List(r.Context(), apikeys.Filter{UserID: u.ID, Limit: maxOwnKeys})
-	if err != nil {
+	if v.Keys, err = s.ownKeyChoices(r.Context(), u.ID); err != nil {
 		s.error(w, r, err)
 		return
-	}
-	for _, k := range keys {
-		v.Keys = append(v.Keys, views.KeyChoice{ID: k.ID, Name: k.Name})
 	}
 	s.render(w, r, http.StatusOK, views.RequestsPageView(s.page(r, "My requests", "app-requests"), v))
 }

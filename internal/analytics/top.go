@@ -166,11 +166,7 @@ CROSS JOIN LATERAL (
 	if err != nil {
 		return nil, err
 	}
-	var out []Consumer
-	var c Consumer
-	_, err = pgx.ForEachRow(rows, []any{&c.Plan, &c.KeyID, &c.UserID, &c.Address, &c.Requests, &c.Rejected},
-		func() error { out = append(out, c); return nil })
-	return out, err
+	return scanConsumers(rows)
 }
 
 // topScan ranks by summing every row of the range.
@@ -188,11 +184,7 @@ LIMIT $5`, order, rejected), from, to, plan, userID, limit)
 	if err != nil {
 		return nil, err
 	}
-	var out []Consumer
-	var c Consumer
-	_, err = pgx.ForEachRow(rows, []any{&c.Plan, &c.KeyID, &c.UserID, &c.Address, &c.Requests, &c.Rejected},
-		func() error { out = append(out, c); return nil })
-	return out, err
+	return scanConsumers(rows)
 }
 
 // label names each consumer: a key by its name and developer's email, an
@@ -233,4 +225,14 @@ FROM api_keys k LEFT JOIN users u ON u.id = k.user_id WHERE k.id = ANY($1)`, ids
 		}
 	}
 	return nil
+}
+
+// scanConsumers reads rows of plan, key_id, user_id, address, requests and
+// rejected.
+func scanConsumers(rows pgx.Rows) ([]Consumer, error) {
+	var out []Consumer
+	var c Consumer
+	_, err := pgx.ForEachRow(rows, []any{&c.Plan, &c.KeyID, &c.UserID, &c.Address, &c.Requests, &c.Rejected},
+		func() error { out = append(out, c); return nil })
+	return out, err
 }
