@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -384,11 +386,14 @@ func (w *Writer) write(ctx context.Context, now time.Time) error {
 		w.parts.forget()
 		return fmt.Errorf("request log: copy: %w", err)
 	}
+	// Days in order, so that two instances adding to the same days lock
+	// their rows in one order (no deadlock).
+	names := slices.Sorted(maps.Keys(days))
 	dayList := make([]time.Time, 0, len(days))
 	counts := make([]int64, 0, len(days))
-	for d, c := range days {
+	for _, d := range names {
 		t, _ := time.Parse("20060102", d)
-		dayList, counts = append(dayList, t), append(counts, c)
+		dayList, counts = append(dayList, t), append(counts, days[d])
 	}
 	if _, err := tx.Exec(ctx, addDayRows, dayList, counts); err != nil {
 		return fmt.Errorf("request log: count rows: %w", err)
