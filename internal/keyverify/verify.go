@@ -140,8 +140,7 @@ type ErrorBody struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	ctx := r.Context()
-	addr := enforce.ClientIP(r, h.opts.TrustedProxies)
-	if !h.allow(w, r, "ip:"+addr.String(), h.perAddress) {
+	if !h.allow(w, r, "ip:"+addressBlock(enforce.ClientIP(r, h.opts.TrustedProxies)), h.perAddress) {
 		return
 	}
 	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -223,6 +222,19 @@ func (h *Handler) allow(w http.ResponseWriter, r *http.Request, subject string, 
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Too many verifications; retry after "+strconv.FormatInt(retry, 10)+" s.", retry)
 	return false
+}
+
+// addressBlock is what the per-address limit counts: an IPv4 address, an
+// IPv6 address's /64 (one host usually holds a whole /64, and would
+// otherwise get a limit per address it picks).
+func addressBlock(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return a.String()
 }
 
 // decode reads the body, or says what is wrong with it.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,6 +306,17 @@ func TestVerifyRefuses(t *testing.T) {
 				t.Errorf("%d %s, want %d saying %q", r.status, r.body, tt.status, tt.message)
 			}
 		})
+	}
+}
+
+func TestAddressBlock(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7": "192.0.2.7", "::ffff:192.0.2.7": "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64", "2001:db8:1:2:ffff::1": "2001:db8:1:2::/64",
+	} {
+		if got := addressBlock(netip.MustParseAddr(in)); got != want {
+			t.Errorf("addressBlock(%s) = %s, want %s", in, got, want)
+		}
 	}
 }
 
