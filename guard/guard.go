@@ -56,8 +56,22 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-For is believed, as
 	// PORTAL_TRUSTED_PROXIES.
 	TrustedProxies []netip.Prefix
-	// FailOpen admits requests while the counters cannot be reached
-	// (marked Sluice-RateLimit-Degraded); false answers 503.
+	// FailureMode is what a request gets while Redis cannot be reached,
+	// as the portal's PORTAL_REDIS_FAILURE_MODE, with the same values and
+	// the same default: FailLocal ("" means FailLocal), FailOpen or
+	// FailClosed. Without Redis it has nothing to do.
+	FailureMode FailureMode
+	// Instances is how many instances of this service share the Redis, as
+	// the portal's PORTAL_INSTANCES: in FailLocal each instance enforces
+	// its share of every limit (divided, rounded up). Values below 1 mean 1.
+	Instances int
+	// RedisTimeout bounds one decision's wait for Redis before the failure
+	// mode decides it, as the portal's PORTAL_REDIS_TIMEOUT (0 means the
+	// portal's default, 1 s).
+	RedisTimeout time.Duration
+	// FailOpen is FailureMode FailOpen when FailureMode is unset.
+	//
+	// Deprecated: set FailureMode.
 	FailOpen bool
 	// Client fetches the policy (default: a client with no overall timeout,
 	// since long polls last up to Wait).
@@ -68,6 +82,22 @@ type Options struct {
 	// Logger receives fetch failures; never a key or the token.
 	Logger *slog.Logger
 }
+
+// FailureMode says what a request gets while the shared counters (Redis)
+// cannot be reached; its values are the portal's PORTAL_REDIS_FAILURE_MODE.
+type FailureMode string
+
+const (
+	// FailLocal, the default, decides on this process's memory, each limit
+	// divided by Options.Instances, every header kept and marked
+	// Sluice-RateLimit-Degraded: local.
+	FailLocal FailureMode = "local"
+	// FailOpen admits requests without a decision, marked
+	// Sluice-RateLimit-Degraded: store-unavailable.
+	FailOpen FailureMode = "open"
+	// FailClosed answers 503 with Retry-After.
+	FailClosed FailureMode = "closed"
+)
 
 // Guard enforces the portal's policy. Create it with New; it is safe for
 // concurrent use.
@@ -108,19 +138,35 @@ func New(ctx context.Context, opts Options) (*Guard, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.FailureMode == "" {
+		opts.FailureMode = FailLocal
+		if opts.FailOpen {
+			opts.FailureMode = FailOpen
+		}
+	}
+	mode, err := enforce.ParseFailureMode(string(opts.FailureMode))
+	if err != nil {
+		return nil, fmt.Errorf("guard: Options.FailureMode: %w", err)
+	}
+	if opts.RedisTimeout <= 0 {
+		opts.RedisTimeout = enforce.DefaultStoreTimeout
+	}
 	var store enforce.Store
 	if opts.Redis != nil {
-		rs, err := enforce.NewRedisStore(opts.Redis, enforce.RedisOptions{Prefix: opts.RedisPrefix, DisableUsage: true})
+		// Wired as the portal wires its own: a timeout and a circuit
+		// breaker around Redis, and in the local mode a memory store
+		// deciding each instance's share while Redis is away.
+		rs, err := enforce.NewRedisStore(opts.Redis, enforce.RedisOptions{Prefix: opts.RedisPrefix, DisableUsage: true, Timeout: opts.RedisTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("guard: %w", err)
 		}
-		store = rs
+		fo := enforce.FailoverOptions{Timeout: opts.RedisTimeout, Instances: opts.Instances, Logger: opts.Logger}
+		if mode == enforce.FailLocal {
+			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+		}
+		store = enforce.NewFailoverStore(rs, fo)
 	} else {
 		store = enforce.NewMemoryStore(enforce.MemoryOptions{})
-	}
-	mode := enforce.FailClosed
-	if opts.FailOpen {
-		mode = enforce.FailOpen
 	}
 	g := &Guard{opts: opts, policy: base, resolver: policy.NewResolver(nil), log: opts.Logger, done: make(chan struct{})}
 	g.mw = enforce.NewMiddleware(store, g.resolver, enforce.MiddlewareOptions{
@@ -157,15 +203,32 @@ func (g *Guard) Close() {
 	<-g.done
 }
 
-// run long-polls the portal until ctx ends, backing off after failures.
+// pollSlack is how much longer than the long poll's wait a fetch may take
+// before it counts as failed: a portal that accepts connections and never
+// answers (a hung host) is noticed, not waited for.
+const pollSlack = 10 * time.Second
+
+// run long-polls the portal until ctx ends, backing off after failures. It
+// logs losing the portal once, at the first failure, and regaining it once,
+// with how long it was lost; the failures between are debug lines, so an
+// outage does not flood the log.
 func (g *Guard) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
+	var lostAt time.Time
 	for ctx.Err() == nil {
-		if _, err := g.fetch(ctx, g.opts.Wait); err != nil {
+		fetchCtx, cancel := context.WithTimeout(ctx, g.opts.Wait+pollSlack)
+		_, err := g.fetch(fetchCtx, g.opts.Wait)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			g.log.WarnContext(ctx, "sluice guard: fetching the policy failed; enforcing the last one", "err", err, "retry_in", backoff)
+			if lostAt.IsZero() {
+				lostAt = time.Now()
+				g.log.WarnContext(ctx, "sluice guard: lost the portal; enforcing the last policy until it answers again", "err", err, "policy_version", g.Version())
+			} else {
+				g.log.DebugContext(ctx, "sluice guard: the portal still does not answer", "err", err, "retry_in", backoff)
+			}
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -175,6 +238,10 @@ func (g *Guard) run(ctx context.Context) {
 			}
 			backoff = min(backoff*2, 10*time.Second)
 			continue
+		}
+		if !lostAt.IsZero() {
+			g.log.InfoContext(ctx, "sluice guard: reached the portal again", "lost_for", time.Since(lostAt).Round(time.Millisecond), "policy_version", g.Version())
+			lostAt = time.Time{}
 		}
 		backoff = 100 * time.Millisecond
 	}

@@ -178,9 +178,19 @@ type portal struct {
 	Prefix string
 	// Log is the file holding the program's stdout and stderr.
 	Log string
+	// MetricsURL is where the program serves /metrics
+	// (PORTAL_METRICS_ADDR, a loopback port of its own).
+	MetricsURL string
+	// ProxyURL is the reverse proxy's own listener, when the test set
+	// PORTAL_PROXY_ADDR.
+	ProxyURL string
 }
 
-var listeningRE = regexp.MustCompile(`Sluice is listening on (http://\S+)`)
+var (
+	listeningRE = regexp.MustCompile(`Sluice is listening on (http://\S+)`)
+	metricsRE   = regexp.MustCompile(`Metrics are served on (http://\S+)`)
+	proxyRE     = regexp.MustCompile(`The reverse proxy is served on (http://\S+)`)
+)
 
 // startPortal runs the built portal program for one test: on 127.0.0.1 and a
 // free port, over a fresh Postgres database and a private Redis key prefix,
@@ -246,6 +256,9 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 		// machine a 100 ms Redis wait can run out and fail open.
 		"PORTAL_REDIS_TIMEOUT": "2s",
 		"PORTAL_LOG_LEVEL":     "debug",
+		// A port of its own: the default, 127.0.0.1:9464, is one for every
+		// portal the tests start at once.
+		"PORTAL_METRICS_ADDR": "127.0.0.1:0",
 	}
 	for k, v := range cfg.env {
 		env[k] = v
@@ -264,6 +277,8 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 		t.Fatalf("start %s: %v", bin, err)
 	}
 	urls := make(chan string, 1)
+	metricsURLs := make(chan string, 1)
+	proxyURLs := make(chan string, 1)
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -271,6 +286,18 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logFile, line)
+			if m := metricsRE.FindStringSubmatch(line); m != nil {
+				select {
+				case metricsURLs <- m[1]:
+				default:
+				}
+			}
+			if m := proxyRE.FindStringSubmatch(line); m != nil {
+				select {
+				case proxyURLs <- m[1]:
+				default:
+				}
+			}
 			if m := listeningRE.FindStringSubmatch(line); m != nil {
 				select {
 				case urls <- m[1]:
@@ -298,6 +325,15 @@ func startPortalWith(t *testing.T, cfg portalConfig) *portal {
 	select {
 	case p.URL = <-urls:
 		t.Logf("portal started in %v at %s", time.Since(start).Round(time.Millisecond), p.URL)
+		// Printed before the main URL, unless the test turned it off.
+		select {
+		case p.MetricsURL = <-metricsURLs:
+		default:
+		}
+		select {
+		case p.ProxyURL = <-proxyURLs:
+		default:
+		}
 	case err := <-exited:
 		exited <- err
 		t.Fatalf("the portal exited before listening: %v", err)

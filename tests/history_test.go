@@ -34,10 +34,10 @@ func statusOf(t *testing.T, base, path, secret string) int {
 	return res.StatusCode
 }
 
-// metricValue reads one sample of the portal's /metrics.
-func metricValue(t *testing.T, base, sample string) int {
+// metricValue reads one sample of the portal's /metrics (at metricsURL).
+func metricValue(t *testing.T, metricsURL, sample string) int {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
+	res, err := http.Get(metricsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestUsageHistoryInTheBrowser(t *testing.T) {
 	if admitted != 5 || rejected != 3 || anonAdmitted != 2 || anonRejected != 3 {
 		t.Fatalf("keyed %d/%d, anonymous %d/%d admitted/rejected, want 5/3 and 2/3", admitted, rejected, anonAdmitted, anonRejected)
 	}
-	shadow := metricValue(t, p.URL, `sluice_shadow_rejections_total{plan="hist",tier="hist-trial"}`)
+	shadow := metricValue(t, p.MetricsURL, `sluice_shadow_rejections_total{plan="hist",tier="hist-trial"}`)
 	if shadow < 4 {
 		t.Fatalf("sluice_shadow_rejections_total = %d, want at least the 4 admitted requests past the first", shadow)
 	}

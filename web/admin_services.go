@@ -61,7 +61,18 @@ func (s *Server) serviceShow(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, views.ServicePage(s.page(r, svc.Name, "services"), views.ServiceFormOf(svc)))
+	f := views.ServiceFormOf(svc)
+	f.ServedAt = s.serviceURL(r, svc)
+	s.render(w, r, http.StatusOK, views.ServicePage(s.page(r, svc.Name, "services"), f))
+}
+
+// serviceURL is where a proxied service is called (Deps.ServiceURL), ""
+// for one that is not proxied or reachable nowhere.
+func (s *Server) serviceURL(r *http.Request, svc services.Service) string {
+	if s.deps.ServiceURL == nil || svc.Upstream == "" {
+		return ""
+	}
+	return s.deps.ServiceURL(r, s.publicBase(r), svc)
 }
 
 func (s *Server) serviceUpdate(w http.ResponseWriter, r *http.Request) {

@@ -17,9 +17,11 @@ import (
 	"github.com/sluicehq/sluice/web"
 )
 
+// sessionCookie is the session cookie res sets: sluice_session, or
+// __Host-sluice_session over HTTPS.
 func sessionCookie(res response) *http.Cookie {
 	for _, c := range res.Cookies() {
-		if c.Name == "sluice_session" {
+		if c.Name == "sluice_session" || c.Name == "__Host-sluice_session" {
 			return c
 		}
 	}

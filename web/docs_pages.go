@@ -46,18 +46,26 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	if err != nil {
 		return docs.Model{}, err
 	}
-	base := d.s.publicBase(r)
-	var key strings.Builder
-	key.WriteString(base + "|" + your.Slug)
-	opts := docs.Options{BaseURL: base, YourPlan: your.Slug}
+	console := d.s.publicBase(r)
+	base := console
+	var svc services.Service
 	if slug := r.PathValue("slug"); slug != "" {
 		if d.s.services == nil {
 			return docs.Model{}, errUnavailable
 		}
-		svc, err := d.s.services.Get(r.Context(), slug)
-		if err != nil {
+		if svc, err = d.s.services.Get(r.Context(), slug); err != nil {
 			return docs.Model{}, err
 		}
+		// A proxied service is called through the proxy, never on the
+		// console's origin: its examples are addressed there.
+		if u := d.s.serviceURL(r, svc); u != "" {
+			base = u
+		}
+	}
+	var key strings.Builder
+	key.WriteString(base + "|" + console + "|" + your.Slug)
+	opts := docs.Options{BaseURL: base, StatusBaseURL: console, YourPlan: your.Slug}
+	if svc.Slug != "" {
 		opts.Title = svc.Name
 		if svc.Slug != services.DemoSlug {
 			opts.Endpoints = docs.RouteEndpoints(svc.Routes)

@@ -105,6 +105,13 @@ type Deps struct {
 	Alerts      *alerts.Service
 	AlertSender *alerts.Worker
 	AlertEmail  bool
+
+	// ServiceURL is the base URL a service with an upstream is called
+	// under through the reverse proxy, as the client of r (a request to
+	// the console, reached at consoleBase) would call it; "" when it is
+	// reachable nowhere. The service pages show it and the service's docs
+	// address their examples to it. Nil: never reachable.
+	ServiceURL func(r *http.Request, consoleBase string, svc services.Service) string
 }
 
 // UsageReader reads the engine's admitted and rejected counts per subject,

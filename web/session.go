@@ -16,7 +16,14 @@ import (
 )
 
 const (
-	sessionCookie = "sluice_session"
+	// sessionCookie names the session cookie over plain HTTP;
+	// secureSessionCookie over HTTPS, where the __Host- prefix makes the
+	// browser refuse one set with a Domain, a Path other than /, or from
+	// anywhere but a secure page of this very host: no sibling host and no
+	// plain-HTTP page on another port (the reverse proxy's listener) can
+	// plant one.
+	sessionCookie       = "sluice_session"
+	secureSessionCookie = "__Host-sluice_session"
 	// sessionMaxAge bounds a session from its sign-in, however active; the
 	// server ends it earlier at sign-out, "sign out everywhere" and a
 	// password change.
@@ -63,10 +70,20 @@ func (s *Server) secureRequest(r *http.Request) bool {
 	return false
 }
 
+// sessionCookieName is the session cookie's name for r: over HTTPS only the
+// __Host- one is read and written, so a plain cookie of that name, which
+// any page of the host name could set, is ignored.
+func (s *Server) sessionCookieName(r *http.Request) string {
+	if s.secureRequest(r) {
+		return secureSessionCookie
+	}
+	return sessionCookie
+}
+
 // session returns the request's session (loaded once per request); a
 // cookie naming no live session yields a fresh empty one.
 func (s *Server) session(r *http.Request) (*sessions.Session, error) {
-	sess, err := s.sessions.Get(r, sessionCookie)
+	sess, err := s.sessions.Get(r, s.sessionCookieName(r))
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +127,10 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// cookieOptions scope the session cookie: HttpOnly (no script reads it, a
+// proxied page's least of all), SameSite=Lax (not sent with another site's
+// requests but top-level navigations), Path / and no Domain (this host
+// only), Secure over HTTPS.
 func (s *Server) cookieOptions(r *http.Request, maxAge int) *sessions.Options {
 	return &sessions.Options{
 		Path:     "/",

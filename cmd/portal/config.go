@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/signin"
+	"github.com/sluicehq/sluice/internal/tokenlimit"
 	"github.com/sluicehq/sluice/internal/users"
 )
 
@@ -31,8 +32,12 @@ type Config struct {
 	// Addr is the HTTP listen address (PORTAL_ADDR, -addr).
 	Addr string
 	// GRPCAddr is where Envoy's rate-limit service listens (PORTAL_GRPC_ADDR,
-	// -grpc-addr); empty, the default, serves no gRPC.
+	// -grpc-addr); empty, the default, serves no gRPC. Without GRPCToken it
+	// must be a loopback address (a bare port means 127.0.0.1).
 	GRPCAddr string
+	// GRPCToken, when set, is required of every gRPC call as metadata
+	// "authorization: Bearer <token>" (PORTAL_GRPC_TOKEN).
+	GRPCToken string
 	// DatabaseURL is the Postgres store of record (DATABASE_URL,
 	// -database-url); empty runs an embedded Postgres in DataDir.
 	DatabaseURL string
@@ -99,9 +104,19 @@ type Config struct {
 	Demo bool
 	// ShutdownTimeout bounds the graceful shutdown (PORTAL_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
-	// MetricsAddr, when set, serves GET /metrics on its own listen address
-	// instead of Addr (PORTAL_METRICS_ADDR).
+	// MetricsAddr is the listen address of GET /metrics alone
+	// (PORTAL_METRICS_ADDR): 127.0.0.1:9464 by default, loopback only; empty
+	// (the setting "off", or "public") serves it on no listener of its own.
 	MetricsAddr string
+	// MetricsPublic serves GET /metrics on Addr, behind MetricsToken
+	// (PORTAL_METRICS_ADDR=public).
+	MetricsPublic bool
+	// ProxyAddr, when set, is the reverse proxy's own listen address
+	// (PORTAL_PROXY_ADDR): services with an upstream are served there, an
+	// origin apart from the console's; empty serves them only on their host
+	// names. ProxyURL is that listener's public base URL (PORTAL_PROXY_URL),
+	// empty to derive it from the console's host name and the port.
+	ProxyAddr, ProxyURL string
 	// MetricsToken, when set, is required as a bearer token on GET /metrics
 	// (PORTAL_METRICS_TOKEN).
 	MetricsToken string
@@ -109,6 +124,11 @@ type Config struct {
 	// listen address, never on Addr (PORTAL_DEBUG_ADDR); empty, the default,
 	// serves it nowhere.
 	DebugAddr string
+	// TokenFailures and TokenRequests are how many failed authentications
+	// and how many requests one client address may make per minute at the
+	// admin API and at the policy feed, each (package tokenlimit):
+	// PORTAL_TOKEN_FAILURES_PER_MINUTE, PORTAL_TOKEN_REQUESTS_PER_MINUTE.
+	TokenFailures, TokenRequests int
 	// SignIn is how many failed sign-ins are tolerated
 	// (PORTAL_SIGNIN_ADDRESS_FAILURES, PORTAL_SIGNIN_PAIR_FAILURES,
 	// PORTAL_SIGNIN_WINDOW, PORTAL_SIGNIN_ACCOUNT_FREE_FAILURES,
@@ -177,6 +197,11 @@ func intSetting(lo, hi int, field func(c *Config) *int) func(c *Config, v string
 	}
 }
 
+// defaultMetricsAddr serves /metrics on loopback only unless told otherwise:
+// its series name routes, plans and failure counts that are nobody else's
+// business.
+const defaultMetricsAddr = "127.0.0.1:9464"
+
 // defaultAdminEmail is the bootstrap operator's email when none is set.
 const defaultAdminEmail = "admin@localhost"
 
@@ -201,7 +226,7 @@ func settings(getenv func(string) string) []setting {
 	return append([]setting{
 		{env: "PORTAL_ADDR", flag: "addr", def: ":8080", accepts: "a listen address host:port, e.g. :8080 or 127.0.0.1:8080 (port 0 picks a free port)",
 			set: func(c *Config, v string) error { c.Addr = v; return checkAddr(v) }},
-		{env: "PORTAL_GRPC_ADDR", flag: "grpc-addr", accepts: "a listen address host:port for Envoy's rate-limit service over gRPC, e.g. :8081, or empty for none",
+		{env: "PORTAL_GRPC_ADDR", flag: "grpc-addr", accepts: "a listen address host:port for Envoy's rate-limit service over gRPC, e.g. 127.0.0.1:8081 (a bare :8081 listens on loopback; other hosts need PORTAL_GRPC_TOKEN), or empty for none",
 			set: func(c *Config, v string) error {
 				c.GRPCAddr = v
 				if v == "" {
@@ -488,14 +513,29 @@ func settings(getenv func(string) string) []setting {
 				c.ShutdownTimeout = d
 				return nil
 			}},
-		{env: "PORTAL_METRICS_ADDR", flag: "metrics-addr", accepts: "a listen address host:port for /metrics alone, e.g. 127.0.0.1:9090, or empty to serve it on PORTAL_ADDR",
+		{env: "PORTAL_METRICS_ADDR", flag: "metrics-addr", def: defaultMetricsAddr,
+			accepts: "a listen address host:port for /metrics alone (the default listens on loopback only; e.g. :9464 for a monitoring network), off for no /metrics, or public to serve it on PORTAL_ADDR behind PORTAL_METRICS_TOKEN",
 			set: func(c *Config, v string) error {
+				switch v {
+				case "off":
+					return nil
+				case "public":
+					c.MetricsPublic = true
+					return nil
+				}
 				c.MetricsAddr = v
+				return checkAddr(v)
+			}},
+		{env: "PORTAL_PROXY_ADDR", flag: "proxy-addr", accepts: "a listen address host:port for the reverse proxy alone, e.g. :8090, or empty to serve proxied services only on their host names",
+			set: func(c *Config, v string) error {
+				c.ProxyAddr = v
 				if v == "" {
 					return nil
 				}
 				return checkAddr(v)
 			}},
+		{env: "PORTAL_PROXY_URL", flag: "proxy-url", accepts: "the public base URL of PORTAL_PROXY_ADDR, e.g. https://api.example.com, or empty for http:// the console's host name and the proxy's port",
+			set: func(c *Config, v string) error { c.ProxyURL = v; return checkProxyURL(v) }},
 		{env: "PORTAL_METRICS_TOKEN", flag: "metrics-token", accepts: "at least 32 characters, required as a bearer token on /metrics, or empty for none", secret: true,
 			set: func(c *Config, v string) error {
 				c.MetricsToken = v
@@ -512,6 +552,20 @@ func settings(getenv func(string) string) []setting {
 				}
 				return checkAddr(v)
 			}},
+		{env: "PORTAL_GRPC_TOKEN", flag: "grpc-token", accepts: "at least 32 characters, required of Envoy as gRPC metadata \"authorization: Bearer <token>\", or empty to serve loopback only", secret: true,
+			set: func(c *Config, v string) error {
+				c.GRPCToken = v
+				if v != "" && len(v) < 32 {
+					return fmt.Errorf("%d characters", len(v))
+				}
+				return nil
+			}},
+		{env: "PORTAL_TOKEN_FAILURES_PER_MINUTE", flag: "token-failures-per-minute", def: strconv.Itoa(tokenlimit.DefaultFailures),
+			accepts: "a whole number from 1 to 100000: failed token authentications one client address may make per minute at the admin API and at /v1/policy, each",
+			set:     func(c *Config, v string) error { return setCount(&c.TokenFailures, v) }},
+		{env: "PORTAL_TOKEN_REQUESTS_PER_MINUTE", flag: "token-requests-per-minute", def: strconv.Itoa(tokenlimit.DefaultRequests),
+			accepts: "a whole number from 1 to 100000: requests one client address may make per minute to the admin API and to /v1/policy, each",
+			set:     func(c *Config, v string) error { return setCount(&c.TokenRequests, v) }},
 		{env: "PORTAL_SIGNIN_ADDRESS_FAILURES", flag: "signin-address-failures", def: strconv.Itoa(defSignIn.AddressFailures),
 			accepts: "a whole number from 1 to 100000: failed sign-ins one address may make per PORTAL_SIGNIN_WINDOW, across accounts",
 			set:     func(c *Config, v string) error { return setCount(&c.SignIn.AddressFailures, v) }},
@@ -626,6 +680,15 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 		(cfg.DebugAddr == cfg.Addr || cfg.DebugAddr == cfg.MetricsAddr) {
 		errs = append(errs, fmt.Errorf("invalid PORTAL_DEBUG_ADDR (-debug-addr) %q: the same as PORTAL_ADDR or PORTAL_METRICS_ADDR; want %s",
 			cfg.DebugAddr, all[index("PORTAL_DEBUG_ADDR")].accepts))
+	}
+	if cfg.MetricsPublic && cfg.MetricsToken == "" {
+		errs = append(errs, errors.New("invalid PORTAL_METRICS_ADDR (-metrics-addr) \"public\": needs PORTAL_METRICS_TOKEN, or the metrics of the portal are anyone's; set a token, or a listen address such as :9464"))
+	}
+	if err := checkGRPCAddr(&cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkProxyAddr(cfg); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err

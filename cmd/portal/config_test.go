@@ -98,7 +98,8 @@ func TestLoadConfigValues(t *testing.T) {
 		"PORTAL_SHUTDOWN_TIMEOUT":   "30s",
 	}
 	want := Config{
-		Addr: "127.0.0.1:9000", GRPCAddr: ":8081", DatabaseURL: "postgres://u:p@db:5432/sluice", RedisURL: "redis://cache:6379/1",
+		// A bare port listens on loopback without PORTAL_GRPC_TOKEN.
+		Addr: "127.0.0.1:9000", GRPCAddr: "127.0.0.1:8081", DatabaseURL: "postgres://u:p@db:5432/sluice", RedisURL: "redis://cache:6379/1",
 		DataDir: "/srv/sluice", AdminEmail: "ops@example.com", AdminPassword: "a long password",
 		AdminToken: strings.Repeat("t", 32), SessionSecret: []byte(strings.Repeat("s", 32)),
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.1/32"),

@@ -157,14 +157,14 @@ func getItem(ctx context.Context, base, secret string, wrote chan<- struct{}) (*
 	return http.DefaultClient.Do(req)
 }
 
-// waitForDecisions polls the portal's /metrics until it has made want
-// rate-limit decisions on route.
-func waitForDecisions(t *testing.T, base, route string, want int) {
+// waitForDecisions polls the portal's /metrics (at metricsURL) until it has
+// made want rate-limit decisions on route.
+func waitForDecisions(t *testing.T, metricsURL, route string, want int) {
 	t.Helper()
 	line := `sluice_enforce_decision_seconds_count{route="` + route + `"} ` + strconv.Itoa(want)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, body := get(t, base+"/metrics")
+		_, body := get(t, metricsURL)
 		if strings.Contains(body, line+"\n") {
 			return
 		}
@@ -245,7 +245,7 @@ func TestRunShutdownWaitsForRequestsInFlight(t *testing.T) {
 			// connection, which Shutdown closes. The event to wait for is
 			// the portal having decided it (and so holding it in the
 			// queue): its decision count for the route reaches 2.
-			waitForDecisions(t, p.url, sampleapi.RouteItem, 2)
+			waitForDecisions(t, p.metricsURL(t), sampleapi.RouteItem, 2)
 			p.cancel() // as SIGTERM does
 			select {
 			case err := <-p.done:
@@ -281,7 +281,7 @@ func TestRunShutdownWaitsForRequestsInFlight(t *testing.T) {
 
 // TestRunJSONLogs is PORTAL_LOG_FORMAT=json: every log line the portal
 // writes is one JSON object with time, level and msg; the only other lines
-// are the URL banner meant for people.
+// are the URL banners meant for people (the portal's, /metrics').
 func TestRunJSONLogs(t *testing.T) {
 	env := baseEnv(t)
 	env["DATABASE_URL"] = testenv.PostgresURL(t)
@@ -301,7 +301,7 @@ func TestRunJSONLogs(t *testing.T) {
 	messages := map[string]bool{}
 	for line := range strings.Lines(p.out.String()) {
 		line = strings.TrimSpace(line)
-		if line == "" || listeningRE.MatchString(line) {
+		if line == "" || listeningRE.MatchString(line) || metricsRE.MatchString(line) {
 			continue
 		}
 		var rec map[string]any

@@ -135,7 +135,7 @@ func TestSecuritySettings(t *testing.T) {
 		t.Errorf("config %+v", cfg)
 	}
 	def, _, err := LoadConfig(nil, envOf(map[string]string{"HOME": "/home/u"}), io.Discard)
-	if err != nil || def.SignIn.Validate() != nil || def.MetricsAddr != "" || def.MetricsToken != "" {
+	if err != nil || def.SignIn.Validate() != nil || def.MetricsAddr != "127.0.0.1:9464" || def.MetricsPublic || def.MetricsToken != "" {
 		t.Errorf("defaults: %+v, %v", def.SignIn, err)
 	}
 	for _, tt := range []struct{ env, value, want string }{

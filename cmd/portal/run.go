@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/bootstrap"
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/httplisten"
 )
 
@@ -202,8 +203,10 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	}()
 	var metricsLn net.Listener
 	if cfg.MetricsAddr != "" {
+		// Loopback by default (defaultMetricsAddr): a second portal on the
+		// same host needs an address of its own, or "off".
 		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			return fmt.Errorf("PORTAL_METRICS_ADDR: cannot listen on %s: %w; set PORTAL_METRICS_ADDR to a free address", cfg.MetricsAddr, unwrapOp(err))
+			return fmt.Errorf("PORTAL_METRICS_ADDR: cannot listen on %s: %w; set PORTAL_METRICS_ADDR to a free address, or off", cfg.MetricsAddr, unwrapOp(err))
 		}
 		defer func() {
 			if err != nil {
@@ -224,6 +227,18 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		}()
 	}
 
+	var proxyLn net.Listener
+	if cfg.ProxyAddr != "" {
+		if proxyLn, err = net.Listen("tcp", cfg.ProxyAddr); err != nil {
+			return fmt.Errorf("PORTAL_PROXY_ADDR: cannot listen on %s: %w; set PORTAL_PROXY_ADDR to a free address, or unset it", cfg.ProxyAddr, unwrapOp(err))
+		}
+		defer func() {
+			if err != nil {
+				_ = proxyLn.Close()
+			}
+		}()
+	}
+
 	var grpcLn net.Listener
 	var grpcSrv *grpc.Server
 	if cfg.GRPCAddr != "" {
@@ -236,7 +251,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 				_ = grpcLn.Close()
 			}
 		}()
-		grpcSrv = grpc.NewServer(grpc.ConnectionTimeout(5*time.Second), grpc.MaxRecvMsgSize(1<<20))
+		grpcSrv = newGRPCServer(cfg)
 	}
 
 	if cfg.DatabaseURL == "" || cfg.SessionSecret == nil {
@@ -291,7 +306,14 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	if metricsLn != nil {
 		metricsMux = http.NewServeMux()
 	}
-	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv, metrics: metricsMux})
+	var proxyMux *http.ServeMux
+	origin := gateway.ProxyOrigin{URL: cfg.ProxyURL}
+	if proxyLn != nil {
+		proxyMux = http.NewServeMux()
+		origin.Port = strconv.Itoa(proxyLn.Addr().(*net.TCPAddr).Port)
+	}
+	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv,
+		metrics: metricsMux, proxy: proxyMux, proxyOrigin: origin})
 	if err != nil {
 		return err
 	}
@@ -333,6 +355,18 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		// A profile in progress would hold the shutdown for its length.
 		defer debugSrv.Close()
 	}
+	var proxySrv *http.Server
+	if proxyLn != nil {
+		// The same limits as the console's server: a proxied response is
+		// bounded by the same WriteTimeout.
+		proxySrv = &http.Server{
+			Handler: proxyMux, ReadHeaderTimeout: srv.ReadHeaderTimeout, ReadTimeout: srv.ReadTimeout,
+			WriteTimeout: srv.WriteTimeout, IdleTimeout: srv.IdleTimeout, MaxHeaderBytes: srv.MaxHeaderBytes,
+			ErrorLog: srv.ErrorLog, BaseContext: srv.BaseContext,
+		}
+		fmt.Fprintf(stdout, "The reverse proxy is served on %s\n", publicURL(proxyLn.Addr()))
+		go func() { serveErr <- proxySrv.Serve(httplisten.New(proxyLn, httplisten.Every)) }()
+	}
 	url := publicURL(ln.Addr())
 	fmt.Fprintf(stdout, "Sluice is listening on %s\n", url)
 	if boot.GeneratedPassword != "" {
@@ -345,7 +379,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	// background read system call (internal/httplisten).
 	go func() { serveErr <- srv.Serve(httplisten.New(ln, httplisten.Every)) }()
 	if grpcSrv != nil {
-		logger.Info("Envoy rate-limit service listening", "addr", grpcLn.Addr().String())
+		logger.Info("Envoy rate-limit service listening", "addr", grpcLn.Addr().String(), "token_required", cfg.GRPCToken != "")
 		go func() {
 			if err := grpcSrv.Serve(grpcLn); err != nil {
 				serveErr <- fmt.Errorf("grpc: %w", err)
@@ -378,6 +412,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	if metricsSrv != nil {
 		if err := metricsSrv.Shutdown(shutdownCtx); err != nil {
 			return fmt.Errorf("graceful shutdown of the metrics server: %w", err)
+		}
+	}
+	if proxySrv != nil {
+		if err := proxySrv.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("graceful shutdown of the reverse proxy: %w", err)
 		}
 	}
 	if err := srv.Shutdown(shutdownCtx); err != nil {

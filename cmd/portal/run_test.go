@@ -106,6 +106,17 @@ func (p *portal) stop(t *testing.T) error {
 	}
 }
 
+// metricsURL is the /metrics URL the portal printed (PORTAL_METRICS_ADDR);
+// it prints it before its main URL, which startPortal has waited for.
+func (p *portal) metricsURL(t *testing.T) string {
+	t.Helper()
+	m := metricsRE.FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("no metrics address printed:\n%s", p.out)
+	}
+	return m[1]
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -121,6 +132,9 @@ func baseEnv(t *testing.T) map[string]string {
 	return map[string]string{
 		"PORTAL_ADDR":     "127.0.0.1:0",
 		"PORTAL_DATA_DIR": filepath.Join(t.TempDir(), "data"),
+		// The default, 127.0.0.1:9464, is one port for every portal the
+		// tests start at once.
+		"PORTAL_METRICS_ADDR": "127.0.0.1:0",
 	}
 }
 
@@ -141,8 +155,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	}{
 		{"/healthz", 200, "ok\n"},
 		{"/readyz", 200, `{"status":"ok","checks":{"postgres":"ok","redis":"ok"}}` + "\n"},
-		{"/metrics", 200, "go_goroutines"},
-		{"/metrics", 200, "process_start_time_seconds"},
+		{"/metrics", 404, ""}, // on its own listener: see below
 		{"/", 200, "Sluice"},
 		{"/nope", 404, "There is nothing here."},
 		// every surface is mounted: the sample API behind the middleware,
@@ -162,6 +175,13 @@ func TestRunServesAndShutsDown(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("GET /metrics on its own listener", func(t *testing.T) {
+		status, body := get(t, p.metricsURL(t))
+		if status != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_start_time_seconds") {
+			t.Errorf("status %d body %.200q; want 200 with the Go and process collectors", status, body)
+		}
+	})
 
 	t.Run("CountersUnderTheTestsPrefix", func(t *testing.T) {
 		// The sample API calls above were decided in Redis; testenv deletes

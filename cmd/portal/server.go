@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/snapshot"
+	"github.com/sluicehq/sluice/internal/tokenlimit"
 	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/web"
@@ -50,9 +52,14 @@ type serverDeps struct {
 	// grpc, when PORTAL_GRPC_ADDR is set, receives Envoy's rate-limit
 	// service.
 	grpc *grpc.Server
-	// metrics, when set, is where GET /metrics is mounted instead of the
-	// main mux (PORTAL_METRICS_ADDR).
+	// metrics, when set, is where GET /metrics is mounted
+	// (PORTAL_METRICS_ADDR); nil mounts it on the main mux with
+	// PORTAL_METRICS_ADDR=public, and nowhere otherwise.
 	metrics *http.ServeMux
+	// proxy, when set, is the reverse proxy's own listener's mux
+	// (PORTAL_PROXY_ADDR); proxyOrigin says where the proxy is reached.
+	proxy       *http.ServeMux
+	proxyOrigin gateway.ProxyOrigin
 }
 
 // protectedRoutes are the ServeMux patterns of the sample API that plan
@@ -249,34 +256,53 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", readyzRegions(d.pool, d.redis, regionStatus, d.logger))
-	metricsMux := mux
-	if d.metrics != nil {
-		metricsMux = d.metrics
+	metricsMux := d.metrics
+	if metricsMux == nil && d.cfg.MetricsPublic {
+		metricsMux = mux
 	}
-	metricsMux.Handle("GET /metrics", requireBearer(d.cfg.MetricsToken,
-		promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics})))
+	if metricsMux != nil {
+		metricsMux.Handle("GET /metrics", requireBearer(d.cfg.MetricsToken,
+			promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics})))
+	}
+	// The doors that take a token (the admin API, the policy feed) are
+	// limited per client address with the engine itself (issue 30, item 12).
+	doors := tokenlimit.New(tokenlimit.Options{
+		Store:      limiter,
+		Fallback:   enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects}),
+		ClientAddr: func(r *http.Request) netip.Addr { return enforce.ClientIP(r, d.cfg.TrustedProxies) },
+		Blocks:     d.cfg.AnonPrefixes,
+		Failures:   int64(d.cfg.TokenFailures),
+		Requests:   int64(d.cfg.TokenRequests),
+		Logger:     d.logger,
+	})
 	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
 	// Gateways in front of other APIs ask here, any method (gateway.Check).
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
 	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
 	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
 	// Services check a key and read its limits here, spending nothing
-	// (issue 36), with a service token.
-	mux.Handle(keyverify.Path, keyverify.New(holder, limiter, limiter, services.NewRepo(d.pool), keyverify.Options{
+	// (issue 36), with a service token: a door that takes a token, so
+	// its failed authentications are limited like the others'.
+	mux.Handle(keyverify.Path, doors.Wrap("keys-verify", keyverify.New(holder, limiter, limiter, services.NewRepo(d.pool), keyverify.Options{
 		PerService: int64(d.cfg.Usage.VerifyPerService), PerAddress: int64(d.cfg.Usage.VerifyPerAddress),
 		TrustedProxies: d.cfg.TrustedProxies, Logger: d.logger,
-	}))
+	})))
 	mux.Handle(keyverify.OpenAPIPath, keyverify.OpenAPI())
 	// Programs enforcing with the guard package fetch the policy here.
-	mux.Handle(gateway.PolicyPath, gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger))
-	// Services with an upstream URL: by path here, by host name around
-	// the whole mux below.
+	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger)))
+	// Services with an upstream URL: on the proxy's own listener, by host
+	// name and by path, and by host name (sandboxed) around the whole mux
+	// below. The console's own origin never serves an upstream's content:
+	// its /proxy/ redirects to the proxy's listener (issue 30, item 1).
 	proxy := gateway.NewProxy(catalogs, mw, nil, d.logger)
-	mux.Handle(gateway.ProxyPrefix, proxy)
+	mux.Handle(gateway.ProxyPrefix, d.proxyOrigin.ConsoleProxyPath())
+	if d.proxy != nil {
+		d.proxy.Handle("/", gateway.Listener(catalogs, proxy))
+	}
 	if d.grpc != nil {
 		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
 	}
-	mux.Handle(adminapi.Prefix+"/", adminapi.New(adminapi.Deps{
+	mux.Handle(adminapi.Prefix+"/", doors.Wrap("admin-api", adminapi.New(adminapi.Deps{
 		Plans:   planSvc,
 		Keys:    keySvc,
 		Tokens:  optokens.NewStore(d.pool, d.cfg.AdminToken),
@@ -284,7 +310,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Pool:    d.pool,
 		Logger:  d.logger,
 		Traffic: recorder,
-	}))
+	})))
 	// The browser surfaces: /admin/ (operators), /app/ and /signup
 	// (developers), /docs, /static/, sign-in.
 	mux.Handle("/", web.New(web.Deps{
@@ -316,6 +342,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Alerts:                alertDeps.service,
 		AlertSender:           alertDeps.worker,
 		AlertEmail:            alertDeps.email,
+		ServiceURL:            d.proxyOrigin.ServiceURL,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

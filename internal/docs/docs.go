@@ -9,6 +9,7 @@
 package docs
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -24,6 +25,10 @@ type Options struct {
 	// used in curl examples and the OpenAPI servers list ("" means
 	// "http://localhost:8080").
 	BaseURL string
+	// StatusBaseURL is where GET /api/rate-limit-status is served, the
+	// portal itself ("" means BaseURL): a service the portal's reverse
+	// proxy serves has a BaseURL of its own.
+	StatusBaseURL string
 	// YourPlan is the slug of the signed-in developer's plan, shown first
 	// and marked; "" for a visitor.
 	YourPlan string
@@ -211,7 +216,7 @@ func Build(all []plans.Plan, opts Options) (Model, error) {
 		}
 		m.Endpoints = append(m.Endpoints, ed)
 	}
-	m.Status.Curl = curl(opts.BaseURL, SampleAPI()[len(SampleAPI())-1])
+	m.Status.Curl = curl(cmp.Or(opts.StatusBaseURL, opts.BaseURL), SampleAPI()[len(SampleAPI())-1])
 	if len(shown) > 0 {
 		st, err := statusExample(shown[0], opts.Now)
 		if err != nil {

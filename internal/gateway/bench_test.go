@@ -21,6 +21,10 @@ import (
 // benchCallers is how many concurrent callers the gateway benchmarks run.
 const benchCallers = 64
 
+// benchLimit is the benchmarks' tier limit: the most a tier may allow, and
+// more than any run reaches.
+const benchLimit = 1_000_000_000_000
+
 // benchFixture is the fixture on Redis counters with a limit no benchmark
 // reaches, so every decision is an admission consumed in Redis.
 func benchFixture(b *testing.B) *fixture {
@@ -34,13 +38,13 @@ func benchFixture(b *testing.B) *fixture {
 	}
 	f := newFixture(b, store)
 	in := f.plan.Input()
-	in.Limits[0].Limit = 1 << 40
+	in.Limits[0].Limit = benchLimit
 	if _, err := f.plans.Update(context.Background(), actor, f.plan.ID, f.plan.Version, in); err != nil {
 		b.Fatal(err)
 	}
 	f.waitFor(b, func(*snapshot.Snapshot) bool {
 		c, err := f.holder.ResolveKey(f.secret)
-		return err == nil && slices.ContainsFunc(c.Limits, func(l enforce.Limit) bool { return l.Limit == 1<<40 })
+		return err == nil && slices.ContainsFunc(c.Limits, func(l enforce.Limit) bool { return l.Limit == benchLimit })
 	})
 	return f
 }

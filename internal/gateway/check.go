@@ -23,6 +23,10 @@ const HeaderError = "Sluice-Error"
 // /api/items/{id}"), absent when no route matched; a gateway may log it.
 const HeaderRoute = "Sluice-Route"
 
+// unavailableRetryAfter is the Retry-After, in seconds, of a check's 503
+// that carries none of its own.
+const unavailableRetryAfter = "1"
+
 // maxErrorBody bounds what a check buffers of an error answer; the engine's
 // bodies are a few hundred bytes.
 const maxErrorBody = 4096
@@ -160,6 +164,11 @@ func (e *errorCapture) finish() {
 		if json.Compact(&compact, e.body.Bytes()) == nil {
 			e.Header().Set(HeaderError, compact.String())
 		}
+	}
+	if e.status == http.StatusServiceUnavailable && e.Header().Get("Retry-After") == "" {
+		// Gateways pass a refusal on as it is; a client told 503 is told
+		// when to come back, as the engine's own 503 does.
+		e.Header().Set("Retry-After", unavailableRetryAfter)
 	}
 	e.Header().Set("Content-Length", strconv.Itoa(e.body.Len()))
 	e.ResponseWriter.WriteHeader(e.status)

@@ -116,4 +116,31 @@ func TestCheck(t *testing.T) {
 			t.Errorf("status %d body %s, want 400 JSON", w.Code, w.Body)
 		}
 	})
+
+	t.Run("Every503CarriesRetryAfter", func(t *testing.T) {
+		// An engine answer such as identity_unavailable sets no
+		// Retry-After; the gateway passes the check's answer on as it is.
+		down := gateway.NewCheck(f.catalogs(), enforcerFunc(func(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"identity_unavailable"}`))
+		}), f.logger)
+		r := httptest.NewRequest("GET", gateway.CheckPath, nil)
+		traefik("GET", "/items/1", f.secret)(r.Header)
+		w := httptest.NewRecorder()
+		down.ServeHTTP(w, r)
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("status %d, Retry-After %q: want 503 with Retry-After 1", w.Code, w.Header().Get("Retry-After"))
+		}
+		if got := w.Header().Get(gateway.HeaderError); got != `{"error":"identity_unavailable"}` {
+			t.Errorf("%s = %q", gateway.HeaderError, got)
+		}
+	})
+}
+
+// enforcerFunc adapts a function to gateway.Enforcer.
+type enforcerFunc func(w http.ResponseWriter, r *http.Request, route string, next http.Handler)
+
+func (f enforcerFunc) Enforce(w http.ResponseWriter, r *http.Request, route string, next http.Handler) {
+	f(w, r, route, next)
 }

@@ -25,7 +25,7 @@ func withOrdersInFlight(t *testing.T, f *fixture) {
 	f.plan = p
 	f.waitFor(t, func(s *snapshot.Snapshot) bool {
 		c, ok := s.KeyCaller(f.key.ID)
-		return ok && len(c.Limits) == 3
+		return ok && len(c.Limits) == len(p.Limits)
 	})
 }
 

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,9 @@ const (
 	// itemsLimit is the shop plan's tier on "GET /items/{id}".
 	itemsLimit = 5
 	itemsRoute = "GET /items/{id}"
+	// slotsRoute has a concurrency tier: its admissions carry a lease
+	// token for the gateway alone.
+	slotsRoute = "GET /slots/{id}"
 )
 
 // fixture is a control plane with a declared "shop" service, a plan
@@ -45,6 +49,8 @@ type fixture struct {
 	key      apikeys.Key
 	secret   string
 	logger   *slog.Logger
+	// check is what the check server answers with (see useCheck).
+	check atomic.Pointer[http.Handler]
 }
 
 func newFixture(t testing.TB, store enforce.Store) *fixture {
@@ -57,26 +63,7 @@ func newFixture(t testing.TB, store enforce.Store) *fixture {
 		keys:     apikeys.NewService(pool, nil, logger),
 		services: services.NewRepo(pool),
 	}
-	if _, err := f.services.Create(ctx, actor, services.Input{Slug: "shop", Name: "Shop",
-		Routes: []string{itemsRoute, "POST /orders", "GET /files/{path...}"}}); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	f.plan, err = f.plans.Create(ctx, actor, plans.PlanInput{Slug: "shop", Name: "Shop", IsDefault: true,
-		Limits: []plans.LimitInput{{Name: "items", Route: itemsRoute, Algorithm: "fixed_window",
-			Limit: itemsLimit, WindowSeconds: 3600},
-			{Name: "files", Route: "GET /files/{path...}", Algorithm: "fixed_window", Limit: 1, WindowSeconds: 3600, Mode: "degrade"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dev int64
-	if err := pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ('dev@example.com', 'x', 'developer') RETURNING id`).Scan(&dev); err != nil {
-		t.Fatal(err)
-	}
-	f.key, f.secret, err = f.keys.Create(ctx, actor, apikeys.NewKey{UserID: dev, Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.seed(t)
 	f.holder = snapshot.NewHolder(pool, logger, snapshot.Options{Coalesce: time.Millisecond})
 	if err := f.holder.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -95,19 +82,80 @@ func newFixture(t testing.TB, store enforce.Store) *fixture {
 	return f
 }
 
+// seed declares the shop service, its plan and a developer's key on it.
+func (f *fixture) seed(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.services.Create(ctx, actor, services.Input{Slug: "shop", Name: "Shop",
+		Routes: []string{itemsRoute, "POST /orders", "GET /files/{path...}", slotsRoute}}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	f.plan, err = f.plans.Create(ctx, actor, plans.PlanInput{Slug: "shop", Name: "Shop", IsDefault: true,
+		Limits: []plans.LimitInput{{Name: "items", Route: itemsRoute, Algorithm: "fixed_window",
+			Limit: itemsLimit, WindowSeconds: 3600},
+			{Name: "files", Route: "GET /files/{path...}", Algorithm: "fixed_window", Limit: 1, WindowSeconds: 3600, Mode: "degrade"},
+			{Name: "slots", Route: slotsRoute, Algorithm: "concurrency", Limit: 100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev int64
+	if err := f.pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ('dev@example.com', 'x', 'developer') RETURNING id`).Scan(&dev); err != nil {
+		t.Fatal(err)
+	}
+	f.key, f.secret, err = f.keys.Create(ctx, actor, apikeys.NewKey{UserID: dev, Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // catalogs reads the holder's current snapshot.
 func (f *fixture) catalogs() gateway.Catalogs {
 	return gateway.CatalogFunc(func() *services.Catalog { return f.holder.Current().Services() })
 }
 
-// checkServer serves /v1/check as cmd/portal mounts it.
+// checkServer serves /v1/check as cmd/portal mounts it, deciding with the
+// fixture's middleware until useCheck swaps in another.
 func (f *fixture) checkServer(t testing.TB) *httptest.Server {
 	t.Helper()
+	f.useCheck(gateway.NewCheck(f.catalogs(), f.mw, f.logger))
 	mux := http.NewServeMux()
-	mux.Handle(gateway.CheckPath, gateway.NewCheck(f.catalogs(), f.mw, f.logger))
+	mux.Handle(gateway.CheckPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*f.check.Load()).ServeHTTP(w, r)
+	}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// useCheck makes the check server answer with h.
+func (f *fixture) useCheck(h http.Handler) { f.check.Store(&h) }
+
+// outageCheck is /v1/check on the fixture's plans while the shared store
+// (Redis) is unreachable, in the portal's failure mode: local decides on
+// this instance's memory, closed refuses.
+func (f *fixture) outageCheck(mode enforce.FailureMode) http.Handler {
+	fo := enforce.FailoverOptions{}
+	if mode == enforce.FailLocal {
+		fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+	}
+	mw := enforce.NewMiddleware(enforce.NewFailoverStore(unreachableStore{}, fo), f.holder, enforce.MiddlewareOptions{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Logger:         f.logger,
+		FailureMode:    mode,
+	})
+	return gateway.NewCheck(f.catalogs(), mw, f.logger)
+}
+
+// unreachableStore is a Redis that refuses every connection.
+type unreachableStore struct{}
+
+func (unreachableStore) Allow(context.Context, enforce.Request) (enforce.Decision, error) {
+	return enforce.Decision{}, fmt.Errorf("%w: dial tcp 127.0.0.1:6379: connection refused", enforce.ErrStoreUnavailable)
+}
+
+func (unreachableStore) Peek(context.Context, enforce.Request) (enforce.Decision, error) {
+	return enforce.Decision{}, fmt.Errorf("%w: dial tcp 127.0.0.1:6379: connection refused", enforce.ErrStoreUnavailable)
 }
 
 // upstream is the protected API: it counts the requests that reach it.
@@ -118,13 +166,39 @@ type upstream struct {
 
 func newUpstream(t testing.TB) *upstream {
 	t.Helper()
+	return newUpstreamWith(t, false)
+}
+
+// echoed are the decision's headers an echoing upstream takes off the
+// request and puts on its answer.
+var echoed = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Sluice-RateLimit-Degraded"}
+
+// newUpstreamWith is newUpstream; with echo it copies the decision's
+// headers from the request onto its answer, as an API behind a gateway that
+// cannot (Traefik) does.
+func newUpstreamWith(t testing.TB, echo bool) *upstream {
+	t.Helper()
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.served.Add(1)
+		if echo {
+			for _, h := range echoed {
+				if v := r.Header.Get(h); v != "" {
+					w.Header().Set(h, v)
+				}
+				r.Header.Del(h)
+			}
+			if v := r.Header.Get("Sluice-Degraded"); v != "" {
+				w.Header().Set("Sluice-Degraded", v)
+			}
+		}
 		for name := range r.Header {
-			if strings.Contains(strings.ToLower(name), "ratelimit") {
-				// The gateway configs strip the decision's headers
-				// from what the API receives.
+			// The gateway configs strip the decision's headers from
+			// what the API receives, and Sluice's internal ones (the
+			// route, the error body, lease tokens): only the degrade
+			// marker goes on.
+			lower := strings.ToLower(name)
+			if strings.Contains(lower, "ratelimit") || strings.HasPrefix(lower, "sluice-") && name != "Sluice-Degraded" {
 				http.Error(w, "the upstream got "+name, http.StatusBadRequest)
 				return
 			}

@@ -5,7 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
+
+// nginxCheckTimeout is proxy_read_timeout in docs/gateways/nginx.conf.
+const nginxCheckTimeout = 2 * time.Second
 
 // TestNginxAuthRequest runs docs/gateways/nginx.conf in Debian's nginx in
 // front of a small upstream, asking a real /v1/check.
@@ -14,14 +18,51 @@ func TestNginxAuthRequest(t *testing.T) {
 	f := newFixture(t, nil)
 	check := f.checkServer(t)
 	api := newUpstream(t)
-	port := itoa(freePort(t))
+	base, logs := startNginx(t, nginx, nginxConfig(t, hostPort(check.URL), hostPort(api.URL)))
 
-	dir := t.TempDir()
-	site := docConfig(t, "nginx.conf", map[string]string{
-		"127.0.0.1:8080": hostPort(check.URL),
-		"127.0.0.1:3000": hostPort(api.URL),
-		"127.0.0.1:8000": "127.0.0.1:" + port,
+	throughGateway(t, f, api, base)
+	// A refusal is the client's answer, not nginx's error: no line per
+	// 429, 401 or 503 in the error log.
+	if s := logs.String(); s != "" {
+		t.Errorf("nginx logged:\n%s", s)
+	}
+}
+
+// TestNginxPortalStopped stops the portal process with SIGSTOP and measures
+// nginx's answer with the shipped configuration (fail closed) and its
+// fail-open variant.
+func TestNginxPortalStopped(t *testing.T) {
+	nginx := binary(t, "nginx")
+	p := startPortalProcess(t)
+	api := newUpstream(t)
+	conf := nginxConfig(t, p.Addr, hostPort(api.URL))
+	closed, _ := startNginx(t, nginx, conf)
+	open, _ := startNginx(t, nginx, failOpen(t, conf))
+	portalStopped(t, p, api, closed, open, nginxCheckTimeout)
+}
+
+// nginxConfig is docs/gateways/nginx.conf asking the check at sluice and
+// proxying to api; startNginx gives it a port.
+func nginxConfig(t *testing.T, sluice, api string) string {
+	t.Helper()
+	conf := docConfig(t, "nginx.conf", map[string]string{
+		"127.0.0.1:8080": sluice,
+		"127.0.0.1:3000": api,
 	})
+	if !containsLine(conf, "proxy_read_timeout "+itoa(int(nginxCheckTimeout/time.Second))+"s;") {
+		t.Fatalf("nginx.conf's proxy_read_timeout is not %v", nginxCheckTimeout)
+	}
+	return conf
+}
+
+// startNginx runs site (the server configuration) in nginx, on a free port
+// in place of the documented 127.0.0.1:8000, until the test ends and returns
+// its base URL and its error log.
+func startNginx(t *testing.T, nginx, site string) (string, *logBuffer) {
+	t.Helper()
+	addr := "127.0.0.1:" + itoa(freePort(t))
+	site = onPort(t, site, addr)
+	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "sluice.conf"), []byte(site), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +89,6 @@ http {
 	if err := os.WriteFile(conf, []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start(t, exec.Command(nginx, "-p", dir, "-c", conf, "-e", "stderr"), "127.0.0.1:"+port)
-
-	throughGateway(t, f, api, "http://127.0.0.1:"+port)
+	logs := start(t, exec.Command(nginx, "-p", dir, "-c", conf, "-e", "stderr"), addr)
+	return "http://" + addr, logs
 }

@@ -27,9 +27,11 @@ const MaxPolicyWait = 60 * time.Second
 
 // PolicySource is the snapshot holder as the policy feed reads it.
 type PolicySource interface {
-	// Version numbers the current snapshot; Policy is the document at it.
+	// Version numbers the current snapshot; Policy is the document at it
+	// as the service with the given slug needs it (policy.ForRoutes), ok
+	// false when no such service is declared.
 	Version() uint64
-	Policy(version uint64) policy.Document
+	Policy(version uint64, service string) (d policy.Document, ok bool)
 	// Changed is closed at the next rebuild.
 	Changed() <-chan struct{}
 }
@@ -41,7 +43,9 @@ type TokenAuthenticator interface {
 
 // PolicyFeed serves GET /v1/policy to holders of a service token
 // ("Authorization: Bearer sluice_svc_..."): the policy document (plans'
-// limits, key hashes; never a secret) with an ETag. A request with
+// limits, key hashes; never a secret) with an ETag, scoped to the service
+// the token belongs to: no other service's routes or tiers, and billing
+// anchors only where a quota applies to this one. A request with
 // If-None-Match naming the current ETag and ?wait=<seconds> (at most 60) is
 // a long poll: it is answered as soon as the policy changes, or 304 Not
 // Modified when the wait runs out, so a client that polls in a loop sees a
@@ -51,8 +55,9 @@ type PolicyFeed struct {
 	tokens TokenAuthenticator
 	log    *slog.Logger
 
-	mu     sync.Mutex
-	cached *encodedPolicy
+	mu sync.Mutex
+	// cached holds each service's encoded document at one version.
+	cached map[string]*encodedPolicy
 }
 
 type encodedPolicy struct {
@@ -84,7 +89,8 @@ func (p *PolicyFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnauthorized, "service_token_required", "Send a service token as \"Authorization: Bearer sluice_svc_...\".")
 		return
 	}
-	if _, err := p.tokens.Authenticate(r.Context(), strings.TrimSpace(secret)); err != nil {
+	service, err := p.tokens.Authenticate(r.Context(), strings.TrimSpace(secret))
+	if err != nil {
 		if errors.Is(err, services.ErrBadToken) {
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			writeProblem(w, http.StatusUnauthorized, "invalid_service_token", "The service token is unknown or revoked.")
@@ -107,7 +113,13 @@ func (p *PolicyFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Take the change channel before reading the version: a rebuild in
 	// between then closes it, and the wait below returns at once.
 	changed := p.source.Changed()
-	doc := p.current()
+	doc, ok := p.current(service)
+	if !ok {
+		// The token outlived its service (deleted since): it opens nothing.
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		writeProblem(w, http.StatusUnauthorized, "invalid_service_token", "The service token is unknown or revoked.")
+		return
+	}
 	if match := r.Header.Get("If-None-Match"); match != "" && match == doc.etag {
 		if wait > 0 {
 			t := time.NewTimer(wait)
@@ -117,7 +129,10 @@ func (p *PolicyFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case <-r.Context().Done():
 			}
 			t.Stop()
-			doc = p.current()
+			if doc, ok = p.current(service); !ok {
+				writeProblem(w, http.StatusUnauthorized, "invalid_service_token", "The service token is unknown or revoked.")
+				return
+			}
 		}
 		if match == doc.etag {
 			w.Header().Set("ETag", doc.etag)
@@ -136,26 +151,41 @@ func (p *PolicyFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// current returns the encoded document of the current version, encoding
-// it once per version however many clients poll.
-func (p *PolicyFeed) current() *encodedPolicy {
+// current returns the service's encoded document of the current version,
+// encoding it once per version however many of its clients poll; ok is
+// false when the service is not declared.
+func (p *PolicyFeed) current(service string) (*encodedPolicy, bool) {
 	v := p.source.Version()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cached != nil && p.cached.version == v {
-		return p.cached
+	last := p.cached[service]
+	if last != nil && last.version == v {
+		return last, true
+	}
+	d, ok := p.source.Policy(v, service)
+	if !ok {
+		return nil, false
 	}
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(p.source.Policy(v)); err != nil {
+	if err := json.NewEncoder(&buf).Encode(d); err != nil {
 		// Plain data always encodes; keep serving the last one if not.
 		p.log.Error("encoding the policy", "err", err)
-		if p.cached != nil {
-			return p.cached
+		if last != nil {
+			return last, true
 		}
 	}
-	p.cached = &encodedPolicy{version: v, etag: `"` + strconv.FormatUint(v, 10) + `"`, body: buf.Bytes()}
-	return p.cached
+	if p.cached == nil || (last == nil && len(p.cached) >= maxCachedPolicies) {
+		// Documents of older versions are dropped with the rest; a
+		// service's next poll encodes its own again.
+		p.cached = map[string]*encodedPolicy{}
+	}
+	e := &encodedPolicy{version: v, etag: `"` + strconv.FormatUint(v, 10) + `"`, body: buf.Bytes()}
+	p.cached[service] = e
+	return e, true
 }
+
+// maxCachedPolicies bounds the encoded documents kept, one per service.
+const maxCachedPolicies = 1024
 
 // Snapshots is the snapshot holder (*snapshot.Holder) as SnapshotPolicy
 // reads it.
@@ -171,9 +201,14 @@ func SnapshotPolicy(h Snapshots) PolicySource { return snapshotPolicy{h} }
 
 type snapshotPolicy struct{ Snapshots }
 
-func (s snapshotPolicy) Policy(version uint64) policy.Document {
-	d := s.Current().Policy(version)
+func (s snapshotPolicy) Policy(version uint64, service string) (policy.Document, bool) {
+	cur := s.Current()
+	svc, ok := cur.Services().Service(service)
+	if !ok {
+		return policy.Document{}, false
+	}
+	d := cur.Policy(version).ForRoutes(svc.Routes)
 	p := s.AnonPrefixes()
 	d.AnonIPv4Prefix, d.AnonIPv6Prefix = p.IPv4, p.IPv6
-	return d
+	return d, true
 }

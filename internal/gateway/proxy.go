@@ -13,18 +13,25 @@ import (
 	"github.com/sluicehq/sluice/internal/services"
 )
 
-// ProxyPrefix is where the reverse proxy serves a service by path:
-// /proxy/<slug>/<the service's own path>.
+// ProxyPrefix is where the reverse proxy's listener serves a service by
+// path: /proxy/<slug>/<the service's own path>.
 const ProxyPrefix = "/proxy/"
 
 // Proxy serves the services that declare an upstream URL, for teams with
-// no gateway of their own: a request to one of a service's host names (see
-// ByHost), or to ProxyPrefix + slug + path, is matched against the
-// service's routes, enforced by the engine's middleware like any other way
-// in, and passed to the upstream by httputil.ReverseProxy. Bodies stream
-// both ways (responses are flushed as they arrive); the upstream's answers,
-// errors included, reach the client unchanged; an upstream that cannot be
-// reached is a 502, and its request was counted once, as it was decided.
+// no gateway of their own: a request to one of a service's host names, or
+// to ProxyPrefix + slug + path on the proxy's own listener (see Listener
+// and ByHost), is matched against the service's routes, enforced by the
+// engine's middleware like any other way in, and passed to the upstream by
+// httputil.ReverseProxy. Bodies stream both ways (responses are flushed as
+// they arrive); an upstream that cannot be reached is a 502, and its
+// request was counted once, as it was decided.
+//
+// The proxy never passes the console's credentials either way: Sluice's
+// cookies and operator and service tokens are taken out of requests, an
+// upstream's Set-Cookie naming one of Sluice's cookies (and its
+// Clear-Site-Data) out of responses. Responses on an origin that may be
+// the console's are sandboxed (see sandboxPolicy). The upstream's answers
+// otherwise reach the client unchanged.
 type Proxy struct {
 	catalogs  Catalogs
 	enforcer  Enforcer
@@ -51,10 +58,12 @@ func NewProxy(catalogs Catalogs, enforcer Enforcer, transport http.RoundTripper,
 	return &Proxy{catalogs: catalogs, enforcer: enforcer, log: logger, transport: transport}
 }
 
-// ServeHTTP serves ProxyPrefix + slug + path.
+// ServeHTTP serves ProxyPrefix + slug + path, sandboxed: every service
+// served by path shares the listener's origin with the others, and its
+// host name, cookies included, usually with the console.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, ProxyPrefix)
-	slug, path, _ := strings.Cut(rest, "/")
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), ProxyPrefix)
+	slug, escaped, _ := strings.Cut(rest, "/")
 	svc, ok := p.catalogs.Catalog().Service(slug)
 	if !ok || svc.Upstream == "" {
 		writeProblem(w, http.StatusNotFound, "unknown_service",
@@ -66,15 +75,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(svc.Hosts) > 0 {
 		host = svc.Hosts[0]
 	}
-	p.serve(w, r, svc, host, "/"+path)
+	p.serve(w, r, svc, host, "/"+escaped, true)
 }
 
 // ServeService serves r, addressed to one of svc's host names, whole.
-func (p *Proxy) ServeService(w http.ResponseWriter, r *http.Request, svc services.Service) {
-	p.serve(w, r, svc, r.Host, r.URL.Path)
+// sandbox says the host name may be the console's (on the console's own
+// listener it may be); the response is sandboxed then, and also when the
+// browser sent one of Sluice's cookies, which it holds only for the
+// console's host name.
+func (p *Proxy) ServeService(w http.ResponseWriter, r *http.Request, svc services.Service, sandbox bool) {
+	p.serve(w, r, svc, r.Host, r.URL.EscapedPath(), sandbox)
 }
 
-func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Service, host, path string) {
+// serve proxies r to svc's upstream. escaped is the service's own path as
+// sent, percent-encoding kept, so that it is matched as sent.
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Service, host, escaped string, sandbox bool) {
 	target, err := url.Parse(svc.Upstream)
 	if err != nil {
 		// Validated when stored; a bad one is a bug, not the caller's.
@@ -82,7 +97,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 		writeProblem(w, http.StatusBadGateway, "bad_upstream", "The service's upstream is misconfigured.")
 		return
 	}
-	uri := path
+	sandbox = sandbox || carriesConsoleCookie(r)
+	path, err := url.PathUnescape(escaped)
+	if err != nil {
+		path = escaped // the server parsed it; never here
+	}
+	uri := escaped
 	if r.URL.RawQuery != "" {
 		uri += "?" + r.URL.RawQuery
 	}
@@ -93,9 +113,19 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			pr.Out.URL.Path = singleSlash(target.Path, path)
+			// Dot segments and repeated slashes resolved, so the upstream
+			// serves the route the request was counted under.
+			pr.Out.URL.Path = singleSlash(target.Path, services.CleanPath(path))
 			pr.Out.URL.RawPath = ""
 			pr.SetXForwarded()
+			stripConsoleCredentials(pr.Out.Header)
+		},
+		ModifyResponse: func(res *http.Response) error {
+			stripConsoleCookies(res.Header)
+			if sandbox {
+				res.Header.Add("Content-Security-Policy", sandboxPolicy)
+			}
+			return nil
 		},
 		Transport:     p.transport,
 		FlushInterval: -1, // stream: flush every write, for server-sent events and large bodies
@@ -121,15 +151,35 @@ func singleSlash(base, path string) string {
 	return strings.TrimSuffix(base, "/") + "/" + strings.TrimPrefix(path, "/")
 }
 
-// ByHost sends requests addressed to a host name of a service with an
-// upstream URL to proxy, and everything else to next (the portal's own
-// routes).
+// ByHost, on the console's own listener, sends requests addressed to a host
+// name of a service with an upstream URL to proxy, sandboxed (a name that
+// reaches this listener may be the console's own, misconfigured as a
+// service's), and everything else to next (the portal's own routes).
 func ByHost(catalogs Catalogs, proxy *Proxy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if svc, ok := catalogs.Catalog().ForHost(r.Host); ok && svc.Upstream != "" {
-			proxy.ServeService(w, r, svc)
+			proxy.ServeService(w, r, svc, true)
 			return
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// Listener is the reverse proxy's own listener (PORTAL_PROXY_ADDR), an
+// origin apart from the console's: a request to a service's host name is
+// served on that service's own origin, ProxyPrefix + slug + path
+// sandboxed, anything else is 404. The console is never served here.
+func Listener(catalogs Catalogs, proxy *Proxy) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if svc, ok := catalogs.Catalog().ForHost(r.Host); ok && svc.Upstream != "" {
+			proxy.ServeService(w, r, svc, false)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, ProxyPrefix) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		writeProblem(w, http.StatusNotFound, "not_found",
+			"This is Sluice's reverse proxy: services are served at "+ProxyPrefix+"<slug>/ or on their host names.")
 	})
 }

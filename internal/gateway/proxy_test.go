@@ -8,18 +8,29 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/gateway"
 )
 
-// proxyServer is the portal's front: the host router and the /proxy/ prefix.
+// proxyServer is the reverse proxy's own listener (PORTAL_PROXY_ADDR).
 func (f *fixture) proxyServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(gateway.Listener(f.catalogs(), gateway.NewProxy(f.catalogs(), f.mw, nil, f.logger)))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// consoleServer is the console's listener as cmd/portal builds it: the host
+// router around the portal's own routes, and ProxyPrefix answered by
+// origin (redirected to the proxy's listener, or 404 without one).
+func (f *fixture) consoleServer(t *testing.T, origin gateway.ProxyOrigin) *httptest.Server {
 	t.Helper()
 	p := gateway.NewProxy(f.catalogs(), f.mw, nil, f.logger)
 	mux := http.NewServeMux()
-	mux.Handle(gateway.ProxyPrefix, p)
+	mux.Handle(gateway.ProxyPrefix, origin.ConsoleProxyPath())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "the portal itself") })
 	srv := httptest.NewServer(gateway.ByHost(f.catalogs(), p, mux))
 	t.Cleanup(srv.Close)
@@ -52,8 +63,8 @@ func TestProxyEnforces(t *testing.T) {
 		res = get(t, "GET", srv.URL+"/items/3", "")
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if string(b) != "the portal itself" {
-			t.Errorf("another host reached %q, want the portal", b)
+		if res.StatusCode != http.StatusNotFound || strings.Contains(string(b), "served GET") {
+			t.Errorf("another host on the proxy's listener: status %d body %q, want 404", res.StatusCode, b)
 		}
 	})
 

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/gateway"
 )
 
 // throughGateway sends traffic to a gateway at base that asks Sluice before
@@ -24,6 +27,7 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		switch res.StatusCode {
 		case http.StatusOK:
 			admitted++
+			noInternalHeaders(t, "admitted", res)
 			if string(body) != "served GET /items/"+strconv.Itoa(i) {
 				t.Errorf("admitted body %q", body)
 			}
@@ -37,6 +41,7 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 			}
 		case http.StatusTooManyRequests:
 			rejected++
+			noInternalHeaders(t, "429", res)
 			var b struct {
 				Error      string `json:"error"`
 				RetryAfter int64  `json:"retry_after"`
@@ -89,8 +94,18 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		}
 	}
 
+	// An admission that holds a concurrency slot carries its lease token
+	// to the gateway, never to the client or the API.
+	res := get(t, "GET", base+"/slots/1", f.secret)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(body) != "served GET /slots/1" {
+		t.Errorf("GET /slots/1: status %d body %q", res.StatusCode, body)
+	}
+	noInternalHeaders(t, "slot held", res)
+
 	// A route without a tier passes; a bad key never reaches the API.
-	res := get(t, "POST", base+"/orders", f.secret)
+	res = get(t, "POST", base+"/orders", f.secret)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		t.Errorf("POST /orders: status %d, want 200", res.StatusCode)
@@ -99,16 +114,72 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		t.Errorf("POST /orders has no limit but carries X-RateLimit-Limit %q", v)
 	}
 	res = get(t, "GET", base+"/items/1", "sk_live_unknown")
-	body, _ := io.ReadAll(res.Body)
+	body, _ = io.ReadAll(res.Body)
 	res.Body.Close()
 	var b struct{ Error string }
 	if res.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &b) != nil || b.Error != "invalid_api_key" {
 		t.Errorf("bad key: status %d body %q, want 401 invalid_api_key", res.StatusCode, body)
 	}
-	if res.Header.Get("WWW-Authenticate") == "" {
-		t.Error("401 without WWW-Authenticate")
+	if v := res.Header.Values("WWW-Authenticate"); len(v) != 1 || v[0] != `Bearer error="invalid_token"` {
+		t.Errorf("401 WWW-Authenticate %q, want it once", v)
 	}
-	if n := api.served.Load(); n != itemsLimit+3 {
-		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+3)
+	noInternalHeaders(t, "401", res)
+	if n := api.served.Load(); n != itemsLimit+4 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+4)
+	}
+
+	if f.check.Load() == nil {
+		return // the portal's own reverse proxy: no check to swap
+	}
+
+	// The portal decides without Redis, in its default failure mode
+	// (local): the client is told its headers describe this instance's
+	// counters.
+	f.useCheck(f.outageCheck(enforce.FailLocal))
+	res = get(t, "GET", base+"/items/1", f.secret)
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get(enforce.HeaderStoreDegraded) != "local" || res.Header.Get("X-RateLimit-Limit") != strconv.Itoa(itemsLimit) {
+		t.Errorf("decided locally: status %d, %s %q, X-RateLimit-Limit %q; want 200, local, %d (body %q)", res.StatusCode,
+			enforce.HeaderStoreDegraded, res.Header.Get(enforce.HeaderStoreDegraded), res.Header.Get("X-RateLimit-Limit"), itemsLimit, body)
+	}
+	noInternalHeaders(t, "local decision", res)
+
+	// In the closed failure mode the portal refuses: 503, Retry-After and
+	// the JSON body reach the client, and the API is not called.
+	f.useCheck(f.outageCheck(enforce.FailClosed))
+	res = get(t, "GET", base+"/items/1", f.secret)
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	var unavailable struct{ Error string }
+	if res.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &unavailable) != nil || unavailable.Error != "rate_limit_unavailable" {
+		t.Errorf("closed: status %d body %q, want 503 rate_limit_unavailable", res.StatusCode, body)
+	}
+	if ra := res.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("closed: Retry-After %q, want 1", ra)
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("closed: Content-Type %q", ct)
+	}
+	noInternalHeaders(t, "503", res)
+	f.useCheck(gateway.NewCheck(f.catalogs(), f.mw, f.logger))
+	if n := api.served.Load(); n != itemsLimit+5 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+5)
+	}
+}
+
+// noInternalHeaders fails the test if a client's response carries a header
+// meant for the gateway alone, or any header twice.
+func noInternalHeaders(t *testing.T, what string, res *http.Response) {
+	t.Helper()
+	for _, h := range []string{gateway.HeaderError, gateway.HeaderRoute, gateway.HeaderLease, gateway.HeaderLeaseExpires} {
+		if v, ok := res.Header[http.CanonicalHeaderKey(h)]; ok {
+			t.Errorf("%s: the client got %s %q", what, h, v)
+		}
+	}
+	for name, v := range res.Header {
+		if len(v) > 1 {
+			t.Errorf("%s: %s sent %d times: %q", what, name, len(v), v)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func NewCatalog(svcs []Service) (*Catalog, error) {
 			c.byHost[h] = i
 		}
 		for _, p := range s.Routes {
-			if err := c.mux.Add(p); err != nil {
+			if err := c.mux.addStored(p); err != nil {
 				return nil, fmt.Errorf("service %q route %q: %w", s.Slug, p, err)
 			}
 			c.owner[p] = i
@@ -78,11 +78,13 @@ func (c *Catalog) Routes() []string {
 	return out
 }
 
-// Match finds the route a request is served by, with ServeMux's rules
-// (most specific pattern wins, "{name...}" and "{$}", HEAD served by GET,
-// no match when the mux would redirect). A route of a service that declares
-// host names matches only requests to one of them; pattern is "" and ok
-// false when nothing matches.
+// Match finds the route a request counts under: ServeMux's rules (most
+// specific pattern wins, "{name...}" and "{$}", HEAD served by GET) on the
+// path's canonical form, so that no other spelling of a route's path
+// (encoded, with parameters, dot segments, repeated or trailing slashes, or
+// in other letter case) escapes the route's limits: see Mux.Match. A route
+// of a service that declares host names matches only requests to one of
+// them; pattern is "" and ok false when nothing matches.
 func (c *Catalog) Match(method, host, requestURI string) (svc Service, pattern string, ok bool) {
 	p, ok := c.mux.Match(method, host, requestURI)
 	if !ok {

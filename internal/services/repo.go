@@ -259,7 +259,7 @@ func checkAgainstOthers(ctx context.Context, tx pgx.Tx, self string, in Input) e
 		}
 		for _, p := range s.Routes {
 			// Stored routes never conflict with each other.
-			_ = m.Add(p)
+			_ = m.addStored(p)
 			owner[p] = s.Slug
 		}
 		for _, h := range s.Hosts {

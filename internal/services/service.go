@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -164,79 +163,4 @@ func upstreamProblem(s string) string {
 		return "has a malformed host:port"
 	}
 	return ""
-}
-
-// Mux is a set of route patterns checked and matched by net/http's own
-// ServeMux, so that a pattern is accepted, refused and matched exactly as
-// Go's standard router would. The zero value is empty and ready to use; a
-// Mux is not safe for concurrent Add, but Match may run concurrently once
-// adding is done.
-type Mux struct {
-	mux *http.ServeMux
-	n   int
-}
-
-// Add registers pattern. A pattern that does not parse, that has no
-// method (a route names what a tier limits: "GET /x", not "/x"), or that
-// conflicts with one already added (ServeMux.Handle panics on both) is
-// refused with the reason.
-func (m *Mux) Add(pattern string) (err error) {
-	if pattern == "" {
-		return errors.New("must not be empty")
-	}
-	if len(pattern) > MaxPatternLen {
-		return fmt.Errorf("must be at most %d characters", MaxPatternLen)
-	}
-	method, _, found := strings.Cut(pattern, " ")
-	if !found || method == "" || strings.HasPrefix(method, "/") {
-		return fmt.Errorf("%q needs a method, e.g. \"GET %s\"", pattern, pattern)
-	}
-	if m.mux == nil {
-		m.mux = http.NewServeMux()
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			// ServeMux reports bad and conflicting patterns by panicking;
-			// its message names the reason and the other pattern.
-			err = fmt.Errorf("%v", p)
-			err = errors.New(strings.TrimPrefix(err.Error(), "http: "))
-		}
-	}()
-	m.mux.Handle(pattern, route(pattern))
-	m.n++
-	return nil
-}
-
-// Len is how many patterns the Mux holds.
-func (m *Mux) Len() int { return m.n }
-
-// Match returns the pattern a request with this method, host and request
-// URI (path and query, e.g. "/items/7?x=1") is routed to, as
-// http.Request.Pattern would name it in a handler of a ServeMux holding the
-// same patterns. ok is false when no pattern matches, when the URI does not
-// parse, and when the ServeMux would answer with a redirect (a missing
-// trailing slash, an unclean path): the client is then sent elsewhere and
-// no route of the service runs.
-func (m *Mux) Match(method, host, requestURI string) (pattern string, ok bool) {
-	if m.mux == nil || requestURI == "" || requestURI[0] != '/' {
-		return "", false
-	}
-	u, err := url.ParseRequestURI(requestURI)
-	if err != nil {
-		return "", false
-	}
-	r := &http.Request{Method: method, Host: host, URL: u, Header: http.Header{}}
-	// A handler that is not one of the registered routes is the mux's own
-	// redirect or not-found handler.
-	h, _ := m.mux.Handler(r)
-	p, ok := h.(route)
-	return string(p), ok
-}
-
-// route is the handler each pattern is registered with: it names its own
-// pattern, and never serves.
-type route string
-
-func (route) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	http.Error(w, "services.Mux only matches", http.StatusInternalServerError)
 }
