@@ -56,11 +56,11 @@ func Nav(v *Viewer) []NavItem {
 	case v == nil:
 		return []NavItem{{"docs", "Docs", "/docs"}, {"signin", "Sign in", "/signin"}, {"signup", "Sign up", "/signup"}}
 	case v.Role == "operator":
-		return []NavItem{{"usage", "Usage", "/admin"}, {"history", "History", "/admin/history"}, {"services", "Services", "/admin/services"}, {"plans", "Plans", "/admin/plans"}, {"playground", "Playground", "/admin/playground"},
+		return []NavItem{{"usage", "Usage", "/admin"}, {"history", "History", "/admin/history"}, {"requests", "Requests", "/admin/requests"}, {"analytics", "Analytics", "/admin/analytics"}, {"services", "Services", "/admin/services"}, {"plans", "Plans", "/admin/plans"}, {"playground", "Playground", "/admin/playground"},
 			{"keys", "Keys", "/admin/keys"}, {"developers", "Developers", "/admin/developers"},
 			{"operators", "Operators", "/admin/operators"}, {"tokens", "API tokens", "/admin/tokens"}, {"audit", "Audit log", "/admin/audit"}, {"docs", "Docs", "/docs"}}
 	default:
-		return []NavItem{{"app", "My usage", "/app"}, {"app-history", "History", "/app/history"}, {"app-keys", "My keys", "/app/keys"}, {"app-plan", "My plan", "/app/plan"}, {"app-alerts", "Alerts", "/app/alerts"}, {"docs", "Docs", "/docs"}}
+		return []NavItem{{"app", "My usage", "/app"}, {"app-history", "History", "/app/history"}, {"app-requests", "Requests", "/app/requests"}, {"app-analytics", "Analytics", "/app/analytics"}, {"app-keys", "My keys", "/app/keys"}, {"app-plan", "My plan", "/app/plan"}, {"app-alerts", "Alerts", "/app/alerts"}, {"docs", "Docs", "/docs"}}
 	}
 }
 

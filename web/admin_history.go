@@ -3,7 +3,6 @@ package web
 import (
 	"cmp"
 	"context"
-	"encoding/csv"
 	"net/http"
 	"strconv"
 	"strings"
@@ -196,36 +195,15 @@ func (s *Server) adminHistoryCSV(w http.ResponseWriter, r *http.Request) {
 var historyCSVHeader = []string{"time", "plan", "route", "key_id", "key_name", "developer_id", "developer_email", "address_block", "admitted", "rejected"}
 
 func (s *Server) writeHistoryCSV(w http.ResponseWriter, r *http.Request, hq historyQuery, name string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/csv; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Disposition", `attachment; filename="`+name+"-"+hq.form.Range+"-"+string(hq.res)+`.csv"`)
-	cw := csv.NewWriter(w)
-	_ = cw.Write(historyCSVHeader)
-	rows := 0
-	err := s.deps.History.EachRow(r.Context(), hq.filter, hq.res, hq.from, hq.to, func(row history.Row) error {
-		rows++
-		return cw.Write([]string{
-			row.At.UTC().Format(time.RFC3339), csvText(row.Plan), csvText(row.Route),
-			idText(row.KeyID), csvText(row.KeyName), idText(row.UserID), csvText(row.Email), row.Address,
-			strconv.FormatInt(row.Admitted, 10), strconv.FormatInt(row.Rejected, 10),
+	s.streamCSV(w, r, name+"-"+hq.form.Range+"-"+string(hq.res)+".csv", historyCSVHeader, func(write func([]string) error) error {
+		return s.deps.History.EachRow(r.Context(), hq.filter, hq.res, hq.from, hq.to, func(row history.Row) error {
+			return write([]string{
+				row.At.UTC().Format(time.RFC3339), csvText(row.Plan), csvText(row.Route),
+				idText(row.KeyID), csvText(row.KeyName), idText(row.UserID), csvText(row.Email), row.Address,
+				strconv.FormatInt(row.Admitted, 10), strconv.FormatInt(row.Rejected, 10),
+			})
 		})
 	})
-	if err != nil && rows == 0 && r.Context().Err() == nil {
-		// Nothing but the header has been buffered: answer the error
-		// instead (csv.Writer buffers 4 KB before the first write).
-		h.Del("Content-Disposition")
-		s.error(w, r, err)
-		return
-	}
-	cw.Flush()
-	if err == nil {
-		err = cw.Error()
-	}
-	if err != nil && r.Context().Err() == nil {
-		// The answer is on its way; it ends short, and the log says why.
-		s.log.Warn("history CSV cut short", "err", err, "rows", rows)
-	}
 }
 
 // csvText keeps a cell a spreadsheet would run as a formula (a key name

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
@@ -32,15 +33,24 @@ func (s *Server) myHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Action, v.CSV = "/app/history", "/app/history.csv"
-	keys, _, err := s.deps.Keys.List(r.Context(), apikeys.Filter{UserID: u.ID, Limit: maxOwnKeys})
-	if err != nil {
+	if v.Keys, err = s.ownKeyChoices(r.Context(), u.ID); err != nil {
 		s.error(w, r, err)
 		return
 	}
-	for _, k := range keys {
-		v.Keys = append(v.Keys, views.KeyChoice{ID: k.ID, Name: k.Name})
-	}
 	s.render(w, r, http.StatusOK, views.HistoryPageView(s.page(r, "My usage history", "app-history"), v))
+}
+
+// ownKeyChoices are a developer's keys, for a page's key filter.
+func (s *Server) ownKeyChoices(ctx context.Context, userID int64) ([]views.KeyChoice, error) {
+	keys, _, err := s.deps.Keys.List(ctx, apikeys.Filter{UserID: userID, Limit: maxOwnKeys})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]views.KeyChoice, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, views.KeyChoice{ID: k.ID, Name: k.Name})
+	}
+	return out, nil
 }
 
 // myHistoryCSV downloads the rows behind the developer's history page.

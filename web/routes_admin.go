@@ -11,6 +11,10 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("GET /admin/live/stream", op(s.liveStream))
 	mux.Handle("GET /admin/history", op(s.adminHistory))
 	mux.Handle("GET /admin/history.csv", op(s.adminHistoryCSV))
+	mux.Handle("GET /admin/requests", op(s.adminRequests))
+	mux.Handle("GET /admin/requests.csv", op(s.adminRequestsCSV))
+	mux.Handle("GET /admin/analytics", op(s.adminAnalytics))
+	mux.Handle("GET /admin/usage-records.csv", op(s.usageRecordsCSV))
 
 	mux.Handle("GET /admin/services", op(s.withServices(s.servicesList)))
 	mux.Handle("POST /admin/services", op(s.withServices(s.serviceCreate)))

@@ -16,13 +16,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/alerts"
+	"github.com/sluicehq/sluice/internal/analytics"
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
+	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/resets"
 	"github.com/sluicehq/sluice/internal/seal"
 	"github.com/sluicehq/sluice/internal/services"
@@ -86,6 +89,20 @@ type Deps struct {
 	// History, when set, reads the usage history (per minute and hour) and
 	// the shadow tiers' would-be rejections; without it those pages 404.
 	History *history.Reader
+	// RequestLog, when set, reads the request log (/admin/requests,
+	// /app/requests); without it those pages 404. RequestLogAdmitSample
+	// (one admission in n is logged) and RequestLogRetention describe the
+	// log on its pages.
+	RequestLog            *requestlog.Reader
+	RequestLogAdmitSample int
+	RequestLogRetention   time.Duration
+	// Analytics, when set, reads the rollups behind /admin/analytics and
+	// /app/analytics (without it they 404); Headroom, when set, fills
+	// their limit headroom through the engine's Peek.
+	Analytics *analytics.Reader
+	Headroom  *analytics.Headroom
+	// UsageRecords, when set, serves /admin/usage-records.csv.
+	UsageRecords *metering.Reader
 
 	// Threshold alerts (/app/alerts). Alerts nil answers those pages 503.
 	// AlertSender attempts a "send test event" at once (nil leaves it to

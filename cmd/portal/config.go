@@ -184,6 +184,10 @@ type Config struct {
 	// (PORTAL_OUTBOUND_ALLOW): webhooks reach public addresses only,
 	// unless listed here (see package egress).
 	OutboundAllow egress.Allowlist
+
+	// Usage is the request log, analytics, metering and key verification
+	// (config_usage.go).
+	Usage usageConfig
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -224,7 +228,7 @@ type setting struct {
 // settings lists every variable, in the order of the README's table.
 func settings(getenv func(string) string) []setting {
 	defSignIn := signin.DefaultPolicy()
-	return []setting{
+	return append([]setting{
 		{env: "PORTAL_ADDR", flag: "addr", def: ":8080", accepts: "a listen address host:port, e.g. :8080 or 127.0.0.1:8080 (port 0 picks a free port)",
 			set: func(c *Config, v string) error { c.Addr = v; return checkAddr(v) }},
 		{env: "PORTAL_GRPC_ADDR", flag: "grpc-addr", accepts: "a listen address host:port for Envoy's rate-limit service over gRPC, e.g. 127.0.0.1:8081 (a bare :8081 listens on loopback; other hosts need PORTAL_GRPC_TOKEN), or empty for none",
@@ -590,7 +594,7 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.SignIn.AccountMaxDelay, v, time.Second, time.Hour)
 			}},
-	}
+	}, usageSettings()...)
 }
 
 // setCount stores a whole number from 1 to 100000.
@@ -702,6 +706,9 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 		return Config{}, nil, err
 	}
 	if err := checkRegions(&cfg); err != nil {
+		return Config{}, nil, err
+	}
+	if err := cfg.Usage.check(); err != nil {
 		return Config{}, nil, err
 	}
 	return cfg, fs.Args(), nil

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/keyverify"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
@@ -212,6 +213,19 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	})
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = usageHistory.Run(bg) }()
+	// The request log and analytics (issue 36): the decision path logs
+	// each decision with usage.writer.Log once the engine's single entry
+	// point calls it (docs/usage-data.md, "Where the engine calls in");
+	// meanwhile the writer keeps the log's partitions and retention.
+	usage, err := startUsage(bg, &wg, d, metrics, holder, cmp.Or(dashboard, limiter))
+	if err != nil {
+		stop()
+		wg.Wait()
+		for _, c := range closers {
+			c()
+		}
+		return nil, nil, err
+	}
 	// Threshold alerts (issue 12, item 5): see alerts.go.
 	alertDeps, err := startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter))
 	if err != nil {
@@ -267,6 +281,14 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
 	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
 	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
+	// Services check a key and read its limits here, spending nothing
+	// (issue 36), with a service token: a door that takes a token, so
+	// its failed authentications are limited like the others'.
+	mux.Handle(keyverify.Path, doors.Wrap("keys-verify", keyverify.New(holder, limiter, limiter, services.NewRepo(d.pool), keyverify.Options{
+		PerService: int64(d.cfg.Usage.VerifyPerService), PerAddress: int64(d.cfg.Usage.VerifyPerAddress),
+		TrustedProxies: d.cfg.TrustedProxies, Logger: d.logger,
+	})))
+	mux.Handle(keyverify.OpenAPIPath, keyverify.OpenAPI())
 	// Programs enforcing with the guard package fetch the policy here.
 	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger)))
 	// Services with an upstream URL: on the proxy's own listener, by host
@@ -316,10 +338,17 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Traffic:        recorder,
 		Playground:     replays,
 		History:        history.NewReader(d.pool),
-		Alerts:         alertDeps.service,
-		AlertSender:    alertDeps.worker,
-		AlertEmail:     alertDeps.email,
-		ServiceURL:     d.proxyOrigin.ServiceURL,
+		RequestLog:     usage.reader,
+		Analytics:      usage.analytics,
+		Headroom:       usage.headroom,
+		UsageRecords:   usage.records,
+		// What the request log pages say it holds.
+		RequestLogAdmitSample: d.cfg.Usage.AdmitSample,
+		RequestLogRetention:   d.cfg.Usage.Retention,
+		Alerts:                alertDeps.service,
+		AlertSender:           alertDeps.worker,
+		AlertEmail:            alertDeps.email,
+		ServiceURL:            d.proxyOrigin.ServiceURL,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

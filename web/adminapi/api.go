@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -80,8 +81,10 @@ type api struct {
 	planfiles *planfile.Store
 	traffic   *traffic.Recorder
 	replayer  Replayer
-	logger    *slog.Logger
-	now       func() time.Time
+	// metering reads the usage records over Pool.
+	metering *metering.Reader
+	logger   *slog.Logger
+	now      func() time.Time
 }
 
 // New returns the admin API handler. Mount it at Prefix+"/":
@@ -120,7 +123,7 @@ func newAPI(d Deps) *api {
 	return &api{
 		plans: d.Plans, keys: d.Keys, tokens: d.Tokens, store: d.Store, pool: d.Pool,
 		users: users.NewRepo(d.Pool), services: services.NewRepo(d.Pool), logger: d.Logger, now: now,
-		planfiles: planfile.ForService(d.Pool, d.Plans), traffic: d.Traffic, replayer: replayer,
+		planfiles: planfile.ForService(d.Pool, d.Plans), traffic: d.Traffic, replayer: replayer, metering: metering.NewReader(d.Pool),
 	}
 }
 

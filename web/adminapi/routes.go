@@ -63,6 +63,9 @@ func (a *api) routes() []route {
 
 		{"GET", p + "/audit", "listAudit", a.listAudit, false},
 
+		{"GET", p + "/usage-records", "listUsageRecords", a.listUsageRecords, false},
+		{"GET", p + "/usage-records.csv", "exportUsageRecords", a.exportUsageRecords, false},
+
 		{"GET", p + "/tokens", "listTokens", a.listTokens, false},
 		{"POST", p + "/tokens", "createToken", a.createToken, false},
 		{"POST", p + "/tokens/{id}/revoke", "revokeToken", a.revokeToken, false},

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS request_log_days;
+DROP TABLE IF EXISTS request_log;

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS meter_periods;
+DROP TABLE IF EXISTS meter_records;
