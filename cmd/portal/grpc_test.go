@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -80,7 +83,44 @@ func TestRunGRPCNeedsItsToken(t *testing.T) {
 	if res, err := c.ShouldRateLimit(ctx, req); err != nil || res.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Errorf("with the token: %v, %v; want OK", res, err)
 	}
+	// The health service answers a probe that has no token; reflection,
+	// which lists the port's services, needs it (issue 35, item 4).
+	hc := healthpb.NewHealthClient(conn)
+	for _, service := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		if res, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service}); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health of %q without a token: %v, %v; want SERVING", service, res, err)
+		}
+	}
+	if got, err := reflectedServices(context.Background(), conn); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("reflection without the token: %v, %v; want Unauthenticated", got, err)
+	}
+	got, err := reflectedServices(ctx, conn)
+	if err != nil || !slices.Contains(got, "envoy.service.ratelimit.v3.RateLimitService") || !slices.Contains(got, "grpc.health.v1.Health") {
+		t.Errorf("reflection with the token lists %v, %v; want the rate-limit and health services", got, err)
+	}
 	if strings.Contains(p.out.String(), token) {
 		t.Error("the gRPC token was printed")
 	}
+}
+
+// reflectedServices asks the server's reflection service for the names
+// of the services it serves.
+func reflectedServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) {
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stream.CloseSend()
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		return nil, err
+	}
+	res, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range res.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	return names, nil
 }

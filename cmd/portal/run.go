@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/sluicehq/sluice/internal/bootstrap"
 	"github.com/sluicehq/sluice/internal/database"
@@ -241,6 +242,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 
 	var grpcLn net.Listener
 	var grpcSrv *grpc.Server
+	var grpcHealth *health.Server
 	if cfg.GRPCAddr != "" {
 		grpcLn, err = net.Listen("tcp", cfg.GRPCAddr)
 		if err != nil {
@@ -251,7 +253,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 				_ = grpcLn.Close()
 			}
 		}()
-		grpcSrv = newGRPCServer(cfg)
+		grpcSrv, grpcHealth = newGRPCServer(cfg)
 	}
 
 	if cfg.DatabaseURL == "" || cfg.SessionSecret == nil {
@@ -396,6 +398,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if grpcSrv != nil {
+		// Health says NOT_SERVING first, so probes and balancers stop
+		// sending new calls while those in flight finish.
+		grpcHealth.Shutdown()
 		// GracefulStop waits for calls in flight; Stop (deferred above)
 		// ends them when the shutdown timeout runs out first.
 		stopped := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/netip"
+	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -25,18 +26,14 @@ import (
 //     from one (PORTAL_TRUSTED_PROXIES); from any other caller it is
 //     replaced by the caller's own address, so that no caller can spread
 //     its anonymous requests over addresses it names.
+//
+// The gRPC health service (grpc.health.v1.Health) answers without the
+// token, so that a load balancer's or Kubernetes' gRPC probe needs none;
+// it tells whether the port serves, nothing else.
 func RateLimitServiceGuard(token string, trusted []netip.Prefix) grpc.UnaryServerInterceptor {
-	want := []byte("Bearer " + token)
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if token != "" {
-			md, _ := metadata.FromIncomingContext(ctx)
-			ok := false
-			for _, v := range md.Get("authorization") {
-				ok = ok || subtle.ConstantTimeCompare([]byte(v), want) == 1
-			}
-			if !ok {
-				return nil, status.Error(codes.Unauthenticated, "send the rate-limit service's token (PORTAL_GRPC_TOKEN) as metadata \"authorization: Bearer <token>\"")
-			}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := checkToken(ctx, token, info.FullMethod); err != nil {
+			return nil, err
 		}
 		if r, isRLS := req.(*rlsv3.RateLimitRequest); isRLS {
 			if caller, known := callerAddr(ctx); !known || !trustedAddr(caller, trusted) {
@@ -55,6 +52,40 @@ func RateLimitServiceGuard(token string, trusted []netip.Prefix) grpc.UnaryServe
 		}
 		return handler(ctx, req)
 	}
+}
+
+// RateLimitServiceStreamGuard is RateLimitServiceGuard for streaming
+// calls: server reflection (which lists the port's services) needs the
+// token as every decision does; the health service's Watch does not.
+func RateLimitServiceStreamGuard(token string) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := checkToken(ss.Context(), token, info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// healthPrefix starts the full method name of every health call.
+const healthPrefix = "/grpc.health.v1.Health/"
+
+// checkToken refuses a call without metadata "authorization: Bearer
+// <token>" when a token is set, compared in constant time; health calls
+// pass.
+func checkToken(ctx context.Context, token, method string) error {
+	if token == "" || strings.HasPrefix(method, healthPrefix) {
+		return nil
+	}
+	want := []byte("Bearer " + token)
+	md, _ := metadata.FromIncomingContext(ctx)
+	ok := false
+	for _, v := range md.Get("authorization") {
+		ok = ok || subtle.ConstantTimeCompare([]byte(v), want) == 1
+	}
+	if !ok {
+		return status.Error(codes.Unauthenticated, "send the rate-limit service's token (PORTAL_GRPC_TOKEN) as metadata \"authorization: Bearer <token>\"")
+	}
+	return nil
 }
 
 // callerAddr is the address of the gRPC call's peer.
