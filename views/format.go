@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 )
@@ -126,4 +128,28 @@ func UpgradeOutcome(q plans.UpgradeRequest) string {
 		return "refused " + Time(q.DecidedAt)
 	}
 	return "waiting for an operator"
+}
+
+// ScopeSummary says in a few words what a key's scope allows ("read-only ·
+// 2 routes · 1 address range"), or "" for a key that may do anything.
+func ScopeSummary(k apikeys.Key) string {
+	var parts []string
+	if k.ReadOnly {
+		parts = append(parts, "read-only")
+	}
+	if n := len(k.AllowedRoutes); n > 0 {
+		parts = append(parts, counted(n, "route", "routes"))
+	}
+	if n := len(k.AllowedCIDRs); n > 0 {
+		parts = append(parts, counted(n, "address range", "address ranges"))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// counted is "1 route" or "3 routes".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

@@ -45,9 +45,11 @@ func (s *Server) createMyKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, _ := s.currentUser(r)
-	f := views.MyKeyForm{Name: strings.TrimSpace(r.PostFormValue("name")), Expires: strings.TrimSpace(r.PostFormValue("expires"))}
+	f := views.MyKeyForm{Name: strings.TrimSpace(r.PostFormValue("name")), Expires: strings.TrimSpace(r.PostFormValue("expires")),
+		Routes: r.PostFormValue("allowed_routes"), CIDRs: r.PostFormValue("allowed_cidrs"), ReadOnly: r.PostFormValue("read_only") != ""}
 	errs := views.FieldErrors{}
-	in := apikeys.NewKey{UserID: u.ID, Name: f.Name}
+	in := apikeys.NewKey{UserID: u.ID, Name: f.Name, Scope: apikeys.ScopeInput{
+		Routes: strings.Split(f.Routes, "\n"), CIDRs: strings.Split(f.CIDRs, "\n"), ReadOnly: f.ReadOnly}}
 	if f.Expires != "" {
 		day, err := time.Parse(time.DateOnly, f.Expires)
 		if err != nil {

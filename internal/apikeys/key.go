@@ -2,6 +2,7 @@ package apikeys
 
 import (
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/plans"
@@ -57,6 +58,11 @@ type Key struct {
 	CreatedAt           time.Time  `json:"created_at" db:"created_at"`
 	// Version is what SetOverrides must name (optimistic concurrency).
 	Version int `json:"version" db:"version"`
+	// AllowedRoutes, AllowedCIDRs and ReadOnly are the key's scope
+	// (enforce.Scope): empty and false permit everything.
+	AllowedRoutes []string       `json:"allowed_routes" db:"allowed_routes"`
+	AllowedCIDRs  []netip.Prefix `json:"allowed_cidrs" db:"allowed_cidrs"`
+	ReadOnly      bool           `json:"read_only" db:"read_only"`
 }
 
 // State returns StateRevoked, StateExpired or StateActive at time now.
@@ -78,6 +84,17 @@ type NewKey struct {
 	PlanID    *int64             `json:"plan_id"`
 	ExpiresAt *time.Time         `json:"expires_at"`
 	Overrides []plans.LimitInput `json:"overrides"`
+	Scope     ScopeInput         `json:"-"`
+}
+
+// ScopeInput is a key's scope as a person or a client gives it: routes as
+// tiers name them ("GET /api/items/{id}", or "/api/items/{id}" for every
+// method) and address ranges as CIDR text ("203.0.113.0/24"; a bare
+// address is one host). Validate turns it into the stored form.
+type ScopeInput struct {
+	Routes   []string `json:"allowed_routes"`
+	CIDRs    []string `json:"allowed_cidrs"`
+	ReadOnly bool     `json:"read_only"`
 }
 
 // Filter selects keys for List. Zero fields do not filter.

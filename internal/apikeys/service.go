@@ -86,6 +86,7 @@ SELECT k.id, k.user_id, u.email AS owner_email, k.name,
        COALESCE((SELECT s.prefix FROM api_key_secrets s WHERE s.key_id = k.id ORDER BY s.id DESC LIMIT 1), '') AS prefix,
        k.plan_id, COALESCE(kp.slug, up.slug, dp.slug, '') AS plan_slug,
        k.overrides, k.expires_at, k.revoked_at, k.last_used_at, k.created_at, k.version,
+       k.allowed_routes, k.allowed_cidrs, k.read_only,
        (SELECT max(s.expires_at) FROM api_key_secrets s
          WHERE s.key_id = k.id AND s.expires_at > now()) AS previous_secret_until
 FROM api_keys k
@@ -137,8 +138,8 @@ func (s *Service) GetForUser(ctx context.Context, userID, id int64) (Key, error)
 
 const (
 	insertKey = `
-INSERT INTO api_keys (user_id, name, plan_id, overrides, expires_at)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO api_keys (user_id, name, plan_id, overrides, expires_at, allowed_routes, allowed_cidrs, read_only)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING id`
 	insertSecret = `INSERT INTO api_key_secrets (key_id, hash, prefix) VALUES ($1, $2, $3)`
 	// The owner's row is locked so that concurrent creations for one
@@ -174,6 +175,11 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 		return Key{}, "", fmt.Errorf("create key: %w", err)
 	}
 	errs = append(errs, overrideErrs...)
+	sc, scopeErrs, err := s.validateScope(ctx, in.Scope)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("create key: %w", err)
+	}
+	errs = append(errs, scopeErrs...)
 	if len(errs) > 0 {
 		return Key{}, "", &plans.ValidationError{Fields: errs}
 	}
@@ -207,7 +213,7 @@ func (s *Service) Create(ctx context.Context, actor string, in NewKey) (Key, str
 			return fmt.Errorf("user %d holds %d keys: %w", in.UserID, held, ErrTooManyKeys)
 		}
 		var id int64
-		if err := tx.QueryRow(ctx, insertKey, in.UserID, in.Name, in.PlanID, overrides, in.ExpiresAt).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, insertKey, in.UserID, in.Name, in.PlanID, overrides, in.ExpiresAt, sc.routes, sc.cidrs, sc.readOnly).Scan(&id); err != nil {
 			return mapWriteError(err)
 		}
 		if _, err := tx.Exec(ctx, insertSecret, id, hash[:], PrefixOf(secret)); err != nil {

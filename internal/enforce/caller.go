@@ -31,7 +31,9 @@ type Caller struct {
 	// Anchor is when the caller's quotas renew (Request.Anchor): a
 	// developer's billing anchor; zero for anonymous callers (midnight UTC,
 	// the 1st).
-	Anchor time.Time
+	Anchor time.Time // Scope narrows what the caller's key may be used for; nil permits
+	// everything (and is what anonymous callers have).
+	Scope *Scope
 }
 
 // Resolver turns a request's credentials into a Caller. The control plane

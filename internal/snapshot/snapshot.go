@@ -10,6 +10,8 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,7 +70,11 @@ FROM users WHERE role = 'developer'`
 SELECT s.hash, s.expires_at, k.id, k.user_id, k.plan_id,
        -- most keys have no overrides: skip decoding an empty array for each
        CASE WHEN k.overrides = '[]'::jsonb THEN NULL ELSE k.overrides END,
-       k.expires_at
+       k.expires_at,
+       -- most keys have no scope: skip building one for each
+       CASE WHEN k.allowed_routes = '{}' AND k.allowed_cidrs = '{}' AND NOT k.read_only THEN NULL
+            ELSE k.allowed_routes END,
+       k.allowed_cidrs, k.read_only
 FROM api_key_secrets s
 JOIN api_keys k ON k.id = s.key_id
 JOIN users u ON u.id = k.user_id
@@ -89,6 +95,9 @@ type secretRow struct {
 	PlanID          *int64
 	Overrides       []plans.LimitInput
 	KeyExpiresAt    *time.Time
+	AllowedRoutes   []string
+	AllowedCIDRs    []netip.Prefix
+	ReadOnly        bool
 }
 
 // Load reads a complete snapshot from db, in one read-only repeatable-read
@@ -160,7 +169,7 @@ func Load(ctx context.Context, db DB) (*Snapshot, error) {
 	s.callers = map[int64]enforce.Caller{}
 	callers := s.callers
 	var r secretRow
-	_, err = pgx.ForEachRow(rows, []any{&r.Hash, &r.SecretExpiresAt, &r.ID, &r.UserID, &r.PlanID, &r.Overrides, &r.KeyExpiresAt}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.Hash, &r.SecretExpiresAt, &r.ID, &r.UserID, &r.PlanID, &r.Overrides, &r.KeyExpiresAt, &r.AllowedRoutes, &r.AllowedCIDRs, &r.ReadOnly}, func() error {
 		if len(r.Hash) != 32 {
 			return fmt.Errorf("key %d has a %d-byte hash", r.ID, len(r.Hash))
 		}
@@ -212,6 +221,10 @@ func (s *Snapshot) keyCaller(r secretRow, planLimits map[int64][]enforce.Limit) 
 		c.Limits = planLimits[plan.ID]
 	}
 	c.Limits = plans.ApplyOverrides(c.Plan, c.Limits, r.Overrides)
+	// The row is reused for the next key: the scope keeps copies.
+	if scope := (enforce.Scope{Routes: slices.Clone(r.AllowedRoutes), CIDRs: slices.Clone(r.AllowedCIDRs), ReadOnly: r.ReadOnly}); !scope.Unrestricted() {
+		c.Scope = &scope
+	}
 	return c
 }
 

@@ -2,6 +2,7 @@ package adminapi
 
 import (
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -17,9 +18,15 @@ type keyView struct {
 }
 
 func (a *api) view(k apikeys.Key) keyView {
+	// Empty lists, not null, so clients can iterate without a check.
 	if k.Overrides == nil {
-		// An empty list, not null, so clients can iterate without a check.
 		k.Overrides = []plans.LimitInput{}
+	}
+	if k.AllowedRoutes == nil {
+		k.AllowedRoutes = []string{}
+	}
+	if k.AllowedCIDRs == nil {
+		k.AllowedCIDRs = []netip.Prefix{}
 	}
 	return keyView{Key: k, State: k.State(a.now())}
 }
@@ -80,6 +87,7 @@ type createKeyBody struct {
 	// is reported under its field (encoding/json's time errors name none).
 	ExpiresAt *string     `json:"expires_at"`
 	Overrides []limitBody `json:"overrides"`
+	apikeys.ScopeInput
 }
 
 // expiresAt parses the optional RFC 3339 expiry.
@@ -115,7 +123,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request) {
 	}
 	k, secret, err := a.keys.Create(r.Context(), actor(r), apikeys.NewKey{
 		UserID: body.UserID, Name: body.Name, PlanID: body.PlanID,
-		ExpiresAt: expires, Overrides: limitInputs(body.Overrides),
+		ExpiresAt: expires, Overrides: limitInputs(body.Overrides), Scope: body.ScopeInput,
 	})
 	if err != nil {
 		a.fail(w, r, err)
@@ -205,6 +213,47 @@ func (a *api) setKeyOverrides(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k, err := a.keys.SetOverrides(r.Context(), actor(r), id, body.Version, limitInputs(*body.Overrides))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.view(k))
+}
+
+// keyScopeBody is a key's whole scope; every field must be present, so a
+// forgotten field cannot silently widen the key.
+type keyScopeBody struct {
+	Routes   *[]string `json:"allowed_routes"`
+	CIDRs    *[]string `json:"allowed_cidrs"`
+	ReadOnly *bool     `json:"read_only"`
+}
+
+func (a *api) setKeyScope(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var body keyScopeBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var missing []FieldError
+	if body.Routes == nil {
+		missing = append(missing, FieldError{Field: "allowed_routes", Message: "is required: route patterns, or [] for every route"})
+	}
+	if body.CIDRs == nil {
+		missing = append(missing, FieldError{Field: "allowed_cidrs", Message: "is required: address ranges, or [] for any address"})
+	}
+	if body.ReadOnly == nil {
+		missing = append(missing, FieldError{Field: "read_only", Message: "is required: true or false"})
+	}
+	if len(missing) > 0 {
+		a.fail(w, r, &validationError{fields: missing})
+		return
+	}
+	k, err := a.keys.SetScope(r.Context(), actor(r), id, apikeys.ScopeInput{Routes: *body.Routes, CIDRs: *body.CIDRs, ReadOnly: *body.ReadOnly})
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -52,6 +52,7 @@ func (a *api) routes() []route {
 		{"POST", p + "/keys/{id}/rotate", "rotateKey", a.rotateKey, false},
 		{"POST", p + "/keys/{id}/revoke", "revokeKey", a.revokeKey, false},
 		{"PUT", p + "/keys/{id}/overrides", "setKeyOverrides", a.setKeyOverrides, false},
+		{"PUT", p + "/keys/{id}/scope", "setKeyScope", a.setKeyScope, false},
 		{"PUT", p + "/keys/{id}/plan", "setKeyPlan", a.setKeyPlan, false},
 		{"GET", p + "/keys/{id}/usage", "getKeyUsage", a.keyUsage, false},
 
