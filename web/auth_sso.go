@@ -176,9 +176,13 @@ var ssoProblems = []struct {
 func (s *Server) ssoFailed(w http.ResponseWriter, r *http.Request, err error) {
 	for _, p := range ssoProblems {
 		if errors.Is(err, p.err) {
-			if p.status == http.StatusBadGateway {
+			switch {
+			case p.status == http.StatusBadGateway:
 				// The provider's side: the operator wants to know.
 				s.log.Warn("sso sign-in failed", "err", err)
+			case errors.Is(err, sso.ErrBadState), errors.Is(err, sso.ErrProviderRefused):
+				// The error's text holds no state, code or token.
+				s.log.Info("sso sign-in refused", "reason", err.Error())
 			}
 			s.render(w, r, p.status, views.SSORefused(s.page(r, p.Title, "signin"), p.SSOProblem))
 			return

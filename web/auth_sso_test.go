@@ -351,3 +351,19 @@ func TestSSOOffWithoutProvider(t *testing.T) {
 		t.Fatalf("/signin/sso without a provider: %d", got.StatusCode)
 	}
 }
+
+func TestSSOProviderDown(t *testing.T) {
+	// Nothing listens on port 1: discovery fails, and the person is told.
+	e := newEnvWith(t, func(d *web.Deps) {
+		hc := egress.NewDialer(egress.Options{Rules: egress.Rules{Policy: egress.Internal}}).Client(egress.ClientOptions{})
+		d.SSO = sso.New(sso.Config{Issuer: "http://127.0.0.1:1", ClientID: "c", ClientSecret: "s", RedirectURL: "http://127.0.0.1:2" + sso.CallbackPath}, hc)
+		d.SSOPolicy = operatorPolicy
+	})
+	res := e.anonymous().get("/signin/sso", nil)
+	if res.StatusCode != http.StatusBadGateway || !strings.Contains(text(res.doc(t), "sso-problem"), "could not be reached") {
+		t.Fatalf("provider down: %d: %s", res.StatusCode, text(res.doc(t), "sso-problem"))
+	}
+	if len(res.Cookies()) != 0 {
+		t.Fatalf("a flow cookie was set for a sign-in that never began: %v", res.Cookies())
+	}
+}

@@ -212,7 +212,10 @@ func (c *Client) Complete(ctx context.Context, f Flow, cb Callback, groupsClaim 
 	if raw == "" {
 		return Identity{}, fmt.Errorf("%w: the token response has no id_token", ErrBadToken)
 	}
-	idt, err := p.VerifierContext(ctx, &oidc.Config{ClientID: c.cfg.ClientID, Now: func() time.Time { return now }}).Verify(ctx, raw)
+	// Verifier shares the provider's one key set, fetched through c.http
+	// (the client discovery ran with) and refreshed when a token names a
+	// key it lacks.
+	idt, err := p.Verifier(&oidc.Config{ClientID: c.cfg.ClientID, Now: func() time.Time { return now }}).Verify(ctx, raw)
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
