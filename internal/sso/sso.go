@@ -85,7 +85,15 @@ type Client struct {
 
 	mu       sync.Mutex
 	provider *oidc.Provider
+	// failed and failure are the last failed discovery: for
+	// discoveryRetry after it, sign-ins get its error at once rather
+	// than queueing behind another attempt at a provider that is down.
+	failed  time.Time
+	failure error
 }
+
+// discoveryRetry is how long a failed discovery is answered from memory.
+const discoveryRetry = 5 * time.Second
 
 // New returns a Client for cfg whose requests to the provider go through
 // hc.
@@ -110,9 +118,16 @@ func (c *Client) discover(ctx context.Context) (*oidc.Provider, error) {
 	if c.provider != nil {
 		return c.provider, nil
 	}
+	if c.failure != nil && time.Since(c.failed) < discoveryRetry {
+		return nil, c.failure
+	}
 	p, err := oidc.NewProvider(c.ctx(ctx), c.cfg.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("discover %s: %w: %w", c.cfg.Issuer, ErrUnavailable, err)
+		err = fmt.Errorf("discover %s: %w: %w", c.cfg.Issuer, ErrUnavailable, err)
+		if ctx.Err() == nil { // a sign-in abandoned midway says nothing of the provider
+			c.failed, c.failure = time.Now(), err
+		}
+		return nil, err
 	}
 	c.provider = p
 	return p, nil

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,5 +224,25 @@ func TestPolicyRole(t *testing.T) {
 				t.Fatalf("Role = %q, %v; want %q, %v", role, err, tt.role, tt.err)
 			}
 		})
+	}
+}
+
+func TestFailedDiscoveryRemembered(t *testing.T) {
+	var asked atomic.Int32
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		http.Error(w, "maintenance", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	hc := egress.NewDialer(egress.Options{Rules: egress.Rules{Policy: egress.Internal}}).Client(egress.ClientOptions{})
+	c := sso.New(sso.Config{Issuer: down.URL, ClientID: "c", ClientSecret: "s", RedirectURL: redirectURL}, hc)
+	for range 3 {
+		if _, _, err := c.Begin(context.Background(), "/", time.Now()); !errors.Is(err, sso.ErrUnavailable) {
+			t.Fatalf("Begin against a provider that is down: %v, want ErrUnavailable", err)
+		}
+	}
+	// Sign-ins right after a failure do not queue behind new attempts.
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the provider was asked %d times, want once", n)
 	}
 }
