@@ -45,9 +45,9 @@ func TestSSOInBrowser(t *testing.T) {
 	}
 
 	idp.SignInAs(ssotest.Person{Subject: "sub-op", Email: "ada@corp.example", EmailVerified: true, Groups: []string{"sluice-operators"}})
+	do(t, ctx, "open the sign-in page", chromedp.Navigate(p.URL+"/signin?next=/admin/keys"), chromedp.WaitVisible(tid("signin-sso")))
+	screenshot(t, ctx, "sso-signin-page")
 	do(t, ctx, "sign in with SSO",
-		chromedp.Navigate(p.URL+"/signin?next=/admin/keys"),
-		chromedp.WaitVisible(tid("signin-sso")),
 		chromedp.Click(tid("signin-sso")),
 		chromedp.WaitVisible(tid("viewer-email")),
 	)

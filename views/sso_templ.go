@@ -89,7 +89,9 @@ func SSORefused(p Page, f SSOProblem) templ.Component {
 }
 
 // ssoSignIn is the "Sign in with SSO" link of the sign-in page: a plain
-// link, so it works without JavaScript.
+// link, so it works without JavaScript. Not a form: the policy's
+// form-action 'self' would stop a form submission that redirects to the
+// provider.
 func ssoSignIn(next string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -114,7 +116,7 @@ func ssoSignIn(next string) templ.Component {
 		var templ_7745c5c3_Var6 string
 		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(ssoStartURL(next))).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/sso.templ`, Line: 25, Col: 59}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/sso.templ`, Line: 27, Col: 59}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 		if templ_7745c5c3_Err != nil {
