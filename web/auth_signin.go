@@ -22,7 +22,7 @@ func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
-	f := views.SignInForm{Next: localPath(r.URL.Query().Get("next"))}
+	f := views.SignInForm{Next: localPath(r.URL.Query().Get("next")), SSO: s.deps.SSO != nil}
 	s.render(w, r, http.StatusOK, views.SignIn(s.page(r, "Sign in", "signin"), f))
 }
 
@@ -38,6 +38,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	f := views.SignInForm{
 		Email: strings.TrimSpace(r.PostFormValue("email")),
 		Next:  localPath(r.PostFormValue("next")),
+		SSO:   s.deps.SSO != nil,
 	}
 	password := r.PostFormValue("password")
 	page := s.page(r, "Sign in", "signin")

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/sso"
 	"github.com/sluicehq/sluice/static"
 )
 
@@ -26,6 +27,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /signin", s.signInForm)
 	mux.HandleFunc("POST /signin", s.signIn)
 	mux.HandleFunc("POST /signout", s.signOut)
+	if s.deps.SSO != nil {
+		mux.HandleFunc("GET /signin/sso", s.ssoStart)
+		mux.HandleFunc("GET "+sso.CallbackPath, s.ssoCallback)
+	}
 	mux.HandleFunc("GET /reset/{token}", s.resetForm)
 	mux.HandleFunc("POST /reset/{token}", s.resetPassword)
 	mux.Handle("POST /signout/everywhere", s.requireRole("", http.HandlerFunc(s.signOutEverywhere)))

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/internal/seal"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/signin"
+	"github.com/sluicehq/sluice/internal/sso"
 	"github.com/sluicehq/sluice/internal/traffic"
 	"github.com/sluicehq/sluice/internal/users"
 )
@@ -111,6 +112,12 @@ type Deps struct {
 	AlertSender *alerts.Worker
 	AlertEmail  bool
 
+	// SSO, when set, offers "Sign in with SSO" through an OpenID Connect
+	// provider (package sso); SSOPolicy says who may sign in with it, and
+	// as what.
+	SSO       *sso.Client
+	SSOPolicy sso.Policy
+
 	// ServiceURL is the base URL a service with an upstream is called
 	// under through the reverse proxy, as the client of r (a request to
 	// the console, reached at consoleBase) would call it; "" when it is
@@ -162,6 +169,9 @@ type Server struct {
 	tokens *optokens.Store
 	// resets makes and redeems one-time password reset links.
 	resets *resets.Store
+	// ssoAccounts and ssoSealer serve sign-in with SSO (Deps.SSO).
+	ssoAccounts *sso.Accounts
+	ssoSealer   seal.Box
 	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
 	dashboard enforce.Store
 	replayer  Replayer
@@ -201,7 +211,9 @@ func New(deps Deps) *Server {
 		s.services = services.NewRepo(deps.Pool)
 		s.tokens = optokens.NewStore(deps.Pool, "")
 		s.resets = resets.NewStore(deps.Pool, 0, s.now)
+		s.ssoAccounts = sso.NewAccounts(deps.Pool)
 	}
+	s.ssoSealer = newSSOSealer(deps.SessionSecret)
 	policy := deps.SignIn
 	if policy == (signin.Policy{}) {
 		policy = signin.DefaultPolicy()

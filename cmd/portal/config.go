@@ -188,6 +188,8 @@ type Config struct {
 	// Usage is the request log, analytics, metering and key verification
 	// (config_usage.go).
 	Usage usageConfig
+	// SSO is sign-in with OpenID Connect (config_sso.go).
+	SSO ssoConfig
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -594,7 +596,7 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.SignIn.AccountMaxDelay, v, time.Second, time.Hour)
 			}},
-	}, usageSettings()...)
+	}, append(usageSettings(), ssoSettings()...)...)
 }
 
 // setCount stores a whole number from 1 to 100000.
@@ -708,7 +710,7 @@ func LoadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 	if err := checkRegions(&cfg); err != nil {
 		return Config{}, nil, err
 	}
-	if err := cfg.Usage.check(); err != nil {
+	if err := errors.Join(cfg.Usage.check(), cfg.SSO.check()); err != nil {
 		return Config{}, nil, err
 	}
 	return cfg, fs.Args(), nil

@@ -349,6 +349,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		AlertSender:           alertDeps.worker,
 		AlertEmail:            alertDeps.email,
 		ServiceURL:            d.proxyOrigin.ServiceURL,
+		SSO:                   d.cfg.SSO.client(d.logger),
+		SSOPolicy:             d.cfg.SSO.policy(),
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {
