@@ -71,8 +71,9 @@ func (s *Server) defaultPlan(r *http.Request) (plans.Plan, error) {
 	return plans.Plan{}, plans.ErrNotFound
 }
 
-// signUp validates the form, spends one sign-up from the address's budget,
-// creates the developer on the default plan and signs them in.
+// signUp validates the form, spends one sign-up from the address's budget
+// and creates the developer on the default plan, then sends them to sign
+// in. A registered address gets the same answer and changes nothing.
 func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
@@ -133,9 +134,10 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 	var fe users.FieldErrors
 	switch {
 	case errors.Is(err, users.ErrEmailTaken):
-		f.Errors["email"] = "is already registered: sign in instead"
-		s.render(w, r, http.StatusConflict, views.SignUp(page, f))
-		return
+		// The answer is the one a new address gets, after the same work
+		// (the password was hashed before the insert was refused): the
+		// form must not tell who has an account. Nothing changes.
+		s.log.Info("sign-up for a registered address: nothing done")
 	case errors.As(err, &fe):
 		for k, v := range fe {
 			f.Errors[k] = v
@@ -145,13 +147,12 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.error(w, r, err)
 		return
+	default:
+		s.log.Info("developer signed up", "user_id", u.ID, "plan_id", f.Chosen)
 	}
-	if err := s.startSession(w, r, u); err != nil {
-		s.error(w, r, err)
-		return
-	}
-	s.log.Info("developer signed up", "user_id", u.ID, "plan_id", f.Chosen)
-	http.Redirect(w, r, "/app/keys", http.StatusSeeOther)
+	// Nobody is signed in by the answer, new address or not: a session
+	// cookie on one answer only would tell them apart.
+	http.Redirect(w, r, "/signin?signed_up=1&next=%2Fapp%2Fkeys", http.StatusSeeOther)
 }
 
 // signUpAllowed spends one sign-up of the client address's budget and says
