@@ -10,6 +10,8 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.26.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/fergusstrange/embedded-postgres v1.34.0
 	github.com/go-redis/redis_rate/v10 v10.0.1

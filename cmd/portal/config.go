@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/alerts"
+	smtpmail "github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
@@ -173,9 +174,10 @@ type Config struct {
 
 	// Threshold alerts (issue 12, item 5).
 	//
-	// SMTPURL, when set, also sends alerts by email (PORTAL_SMTP_URL):
-	// smtp://user:pass@host:port (STARTTLS when offered) or smtps://.
-	// SMTPFrom is their From address (PORTAL_SMTP_FROM). AlertInterval is
+	// SMTPURL, when set, is the SMTP server the portal sends its email
+	// through (PORTAL_SMTP_URL): smtp://user:pass@host:port (STARTTLS when
+	// offered) or smtps://. SMTPFrom is their From address
+	// (PORTAL_SMTP_FROM). AlertInterval is
 	// how often the evaluator reads usage (PORTAL_ALERT_INTERVAL).
 	SMTPURL       string
 	SMTPFrom      string
@@ -491,16 +493,16 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.AlertInterval, v, 100*time.Millisecond, 10*time.Minute)
 			}},
-		{env: "PORTAL_SMTP_URL", flag: "smtp-url", accepts: "smtp://user:pass@host:587 (STARTTLS when the server offers it) or smtps://user:pass@host:465, to email alerts too, or empty for webhooks only", secret: true,
+		{env: "PORTAL_SMTP_URL", flag: "smtp-url", accepts: "smtp://user:pass@host:587 (STARTTLS when the server offers it) or smtps://user:pass@host:465: the portal then sends email (sign-up confirmation, password reset links, key expiry notices, alerts); empty for none", secret: true,
 			set: func(c *Config, v string) error {
 				c.SMTPURL = v
 				if v == "" {
 					return nil
 				}
-				_, err := alerts.ParseSMTPURL(v, "sluice@localhost")
+				_, err := smtpmail.New(v, "sluice@localhost", smtpmail.Options{})
 				return err
 			}},
-		{env: "PORTAL_SMTP_FROM", flag: "smtp-from", def: "sluice@localhost", accepts: "the From address of alert emails, e.g. alerts@example.com",
+		{env: "PORTAL_SMTP_FROM", flag: "smtp-from", def: "sluice@localhost", accepts: "the From address of the portal's emails, e.g. sluice@example.com",
 			set: func(c *Config, v string) error {
 				a, err := mail.ParseAddress(v)
 				if err != nil {
