@@ -56,4 +56,3 @@ func TestEmailAlertThroughSMTP(t *testing.T) {
 		t.Fatalf("delivery log: %+v", log)
 	}
 }
-
