@@ -29,7 +29,7 @@ func (s *Server) signUpForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	f := views.SignUpForm{Errors: views.FieldErrors{}}
+	f := views.SignUpForm{Errors: views.FieldErrors{}, Mail: s.accountMail()}
 	if p, err := s.defaultPlan(r); err == nil {
 		f.Plan, f.Chosen = p.Name, p.ID
 	}
@@ -79,7 +79,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	f := views.SignUpForm{Email: strings.TrimSpace(r.PostFormValue("email")), Errors: views.FieldErrors{}}
+	f := views.SignUpForm{Email: strings.TrimSpace(r.PostFormValue("email")), Errors: views.FieldErrors{}, Mail: s.accountMail()}
 	password := r.PostFormValue("password")
 	page := s.page(r, "Sign up", "signup")
 	def, err := s.defaultPlan(r)
@@ -128,6 +128,10 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusServiceUnavailable, views.SignUp(page, f))
 		return
 	}
+	if s.accountMail() {
+		s.signUpByMail(w, r, page, f, password)
+		return
+	}
 	u, err := s.deps.Users.Create(r.Context(), users.NewUser{
 		Email: f.Email, Password: password, Role: users.RoleDeveloper, PlanID: &f.Chosen,
 	})
@@ -156,25 +160,10 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 }
 
 // signUpAllowed spends one sign-up of the client address's budget and says
-// how long to wait when it is spent. When the shared store is down the
-// attempt is counted in this instance's memory, as sign-in does.
+// how long to wait when it is spent. Counted by address block (an IPv6 /64
+// by default), as sign-in and anonymous API callers are: one subscriber
+// cannot rotate addresses.
 func (s *Server) signUpAllowed(r *http.Request) (time.Duration, error) {
 	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
-	// Counted by address block (an IPv6 /64 by default), as sign-in and
-	// anonymous API callers are: one subscriber cannot rotate addresses.
-	req := enforce.Request{Subject: "signup:" + s.deps.SignIn.Blocks.Subject(ip), Route: "POST /signup", Limits: []enforce.Limit{signUpPerIP}}
-	d, err := s.deps.Limiter.Allow(r.Context(), req)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return 0, err
-		}
-		s.log.Warn("sign-up limit: shared store failed, counting locally", "err", err)
-		if d, err = s.localLimiter.Allow(r.Context(), req); err != nil {
-			return 0, fmt.Errorf("sign-up limit: %w", err)
-		}
-	}
-	if !d.Allowed {
-		return d.Binding().RetryAfter, nil
-	}
-	return 0, nil
+	return s.spend(r, "signup:"+s.deps.SignIn.Blocks.Subject(ip), "POST /signup", signUpPerIP)
 }

@@ -9,7 +9,22 @@ import (
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/mail"
+	"github.com/sluicehq/sluice/web"
 )
+
+// accountMailer is the sender of the account emails (sign-up confirmation,
+// reset links), nil unless both PORTAL_SMTP_URL and PORTAL_PUBLIC_URL are
+// set: a link must never take its host from a request's Host header.
+func accountMailer(d serverDeps, m *mail.Sender) web.Mailer {
+	if m == nil {
+		return nil
+	}
+	if d.cfg.PublicURL == "" {
+		d.logger.Warn("PORTAL_SMTP_URL is set without PORTAL_PUBLIC_URL: alerts are emailed, sign-up confirmation and reset links are not")
+		return nil
+	}
+	return m
+}
 
 // newMailer is the portal's one SMTP sender (nil without PORTAL_SMTP_URL),
 // shared by alerts, sign-up, password reset and key expiry emails. The

@@ -179,8 +179,12 @@ type Config struct {
 	// offered) or smtps://. SMTPFrom is their From address
 	// (PORTAL_SMTP_FROM). AlertInterval is
 	// how often the evaluator reads usage (PORTAL_ALERT_INTERVAL).
-	SMTPURL       string
-	SMTPFrom      string
+	SMTPURL  string
+	SMTPFrom string
+	// PublicURL is the console's public base URL (PORTAL_PUBLIC_URL): the
+	// links in the account emails start with it. The account emails
+	// (sign-up confirmation, reset links) need it and SMTPURL both.
+	PublicURL     string
 	AlertInterval time.Duration
 	// OutboundAllow opens private receivers to outbound requests
 	// (PORTAL_OUTBOUND_ALLOW): webhooks reach public addresses only,
@@ -548,6 +552,8 @@ func settings(getenv func(string) string) []setting {
 				}
 				return checkAddr(v)
 			}},
+		{env: "PORTAL_PUBLIC_URL", flag: "public-url", accepts: "the console's public base URL, e.g. https://portal.example.com, which the links in emails start with; with PORTAL_SMTP_URL it turns on sign-up confirmation and reset links by email",
+			set: func(c *Config, v string) error { c.PublicURL = strings.TrimSuffix(v, "/"); return checkProxyURL(v) }},
 		{env: "PORTAL_PROXY_URL", flag: "proxy-url", accepts: "the public base URL of PORTAL_PROXY_ADDR, e.g. https://api.example.com, or empty for http:// the console's host name and the proxy's port",
 			set: func(c *Config, v string) error { c.ProxyURL = v; return checkProxyURL(v) }},
 		{env: "PORTAL_METRICS_TOKEN", flag: "metrics-token", accepts: "at least 32 characters, required as a bearer token on /metrics, or empty for none", secret: true,

@@ -354,6 +354,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		AlertSender:           alertDeps.worker,
 		AlertEmail:            alertDeps.email,
 		ServiceURL:            d.proxyOrigin.ServiceURL,
+		Mailer:                accountMailer(d, mailer),
+		PublicURL:             d.cfg.PublicURL,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {
