@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/internal/alerts"
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/keynotices"
 	"github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/web"
 )
@@ -24,6 +25,15 @@ func accountMailer(d serverDeps, m *mail.Sender) web.Mailer {
 		return nil
 	}
 	return m
+}
+
+// startKeyNotices emails each developer once about a key that expires
+// within a week (package keynotices), until bg ends. Every instance looks:
+// a notice is claimed in Postgres, so it is sent once.
+func startKeyNotices(bg context.Context, wg *sync.WaitGroup, d serverDeps, m *mail.Sender) {
+	n := keynotices.New(d.pool, m, keynotices.Options{PublicURL: d.cfg.PublicURL, Logger: d.logger})
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = n.Run(bg) }()
 }
 
 // newMailer is the portal's one SMTP sender (nil without PORTAL_SMTP_URL),

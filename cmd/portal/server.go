@@ -233,6 +233,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	if err == nil {
 		alertDeps, err = startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter), mailer)
 	}
+	if err == nil && mailer != nil {
+		startKeyNotices(bg, &wg, d, mailer)
+	}
 	if err != nil {
 		stop()
 		wg.Wait()
