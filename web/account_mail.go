@@ -34,10 +34,10 @@ func (s *Server) link(path string) string {
 	return strings.TrimSuffix(s.deps.PublicURL, "/") + path
 }
 
-// sendInBackground sends m after the response, so that the time to answer
-// does not tell whether an email was sent. Failures are logged without the
-// message, which may hold a link.
-func (s *Server) sendInBackground(m mail.Message, what string) {
+// inBackground runs work (making a link and sending it) after the
+// response, so that the time to answer does not tell whether an email was
+// sent. Failures are logged without the message, which may hold a link.
+func (s *Server) inBackground(what string, work func(ctx context.Context) error) {
 	select {
 	case s.mailSlots <- struct{}{}:
 	default:
@@ -48,7 +48,7 @@ func (s *Server) sendInBackground(m mail.Message, what string) {
 		defer func() { <-s.mailSlots }()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.deps.Mailer.Send(ctx, m); err != nil {
+		if err := work(ctx); err != nil {
 			s.log.Warn("email not sent", "what", what, "err", err)
 		}
 	}()

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -79,13 +80,19 @@ func (s *Server) forgot(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	default:
-		token, expires, err := s.selfResets.Create(r.Context(), s.deps.Pool, fmt.Sprintf("user:%d", u.ID), u.ID)
-		if err != nil {
-			s.error(w, r, err)
-			return
-		}
-		s.log.Info("reset link emailed", "user_id", u.ID)
-		s.sendInBackground(resetMail(u.Email, s.link("/reset/"+token), expires), "password reset link")
+		// The link is made after the answer too: its writes take time an
+		// unknown email would not.
+		s.inBackground("password reset link", func(ctx context.Context) error {
+			token, expires, err := s.selfResets.Create(ctx, s.deps.Pool, fmt.Sprintf("user:%d", u.ID), u.ID)
+			if err != nil {
+				return err
+			}
+			if err := s.deps.Mailer.Send(ctx, resetMail(u.Email, s.link("/reset/"+token), expires)); err != nil {
+				return err
+			}
+			s.log.Info("reset link emailed", "user_id", u.ID)
+			return nil
+		})
 	}
 	http.Redirect(w, r, "/password/forgot?sent=1", http.StatusSeeOther)
 }
