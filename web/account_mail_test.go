@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -222,5 +223,32 @@ func TestWithoutMailThePortalSaysSo(t *testing.T) {
 	}
 	if count(e.anonymous().get("/signin", nil).doc(t), "forgot-link") != 1 {
 		t.Error("the sign-in page has no forgot-password link")
+	}
+}
+
+// TestAccountEmailFormsRefuseOtherSites: the new forms are state-changing
+// routes like any other: a cross-site POST is refused and does nothing.
+func TestAccountEmailFormsRefuseOtherSites(t *testing.T) {
+	e, smtp := newMailEnv(t)
+	cross := http.Header{"Sec-Fetch-Site": {"cross-site"}}
+	if res := e.anonymous().post("/password/forgot", url.Values{"email": {developerEmail}}, cross); res.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site forgot: status %d, want 403", res.StatusCode)
+	}
+	if res := e.anonymous().post("/signup", url.Values{"email": {"fresh@example.com"}, "password": {"another long passphrase"}}, cross); res.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site sign-up: status %d, want 403", res.StatusCode)
+	}
+	token, _, err := e.users.StartSignup(context.Background(), users.NewUser{Email: "pending@example.com", Password: "another long passphrase"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := e.anonymous().post("/signup/confirm/"+token, url.Values{"password": {"another long passphrase"}}, cross); res.StatusCode != http.StatusForbidden || len(res.Cookies()) != 0 {
+		t.Errorf("cross-site confirmation: status %d, want 403 and no session", res.StatusCode)
+	}
+	if _, err := e.users.ByEmail(context.Background(), "pending@example.com"); err == nil {
+		t.Error("a cross-site confirmation made the account")
+	}
+	// The refused requests reached no handler, so none queued a send.
+	if n := len(smtp.Received()); n != 0 {
+		t.Errorf("%d emails sent, want none", n)
 	}
 }
