@@ -11,6 +11,8 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coreos/go-oidc/v3 v3.21.0
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.26.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/fergusstrange/embedded-postgres v1.34.0
 	github.com/go-jose/go-jose/v4 v4.1.9

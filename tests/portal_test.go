@@ -53,6 +53,14 @@ func TestPortalNewDeveloper(t *testing.T) {
 	do(t, ctx, "sign up again",
 		chromedp.SendKeys(tid("signup-password"), "a long enough passphrase"),
 		chromedp.Click(tid("signup-submit")),
+		chromedp.WaitVisible(tid("signup-done")),
+	)
+	// Sign-up signs no one in (the answer is the same for a registered
+	// address): the new developer signs in.
+	do(t, ctx, "sign in after sign-up",
+		chromedp.SendKeys(tid("signin-email"), email),
+		chromedp.SendKeys(tid("signin-password"), "a long enough passphrase"),
+		chromedp.Click(tid("signin-submit")),
 		chromedp.WaitVisible(tid("create-key-form")),
 	)
 	if got := textOf(t, ctx, "viewer-email"); got != email {

@@ -592,7 +592,7 @@ func ResetInvalid(p Page) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<h1>This link does not work</h1><p data-testid=\"reset-invalid\">It was already used, has expired, or was mistyped. Ask an operator for a new one.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<h1>This link does not work</h1><p data-testid=\"reset-invalid\">It was already used, has expired, was replaced by a newer link, or the password has changed since. Ask for a new one at <a href=\"/password/forgot\">Forgot your password?</a>, or from an operator.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -29,7 +29,7 @@ func (s *Server) signUpForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	f := views.SignUpForm{Errors: views.FieldErrors{}}
+	f := views.SignUpForm{Errors: views.FieldErrors{}, Mail: s.accountMail()}
 	if p, err := s.defaultPlan(r); err == nil {
 		f.Plan, f.Chosen = p.Name, p.ID
 	}
@@ -71,14 +71,15 @@ func (s *Server) defaultPlan(r *http.Request) (plans.Plan, error) {
 	return plans.Plan{}, plans.ErrNotFound
 }
 
-// signUp validates the form, spends one sign-up from the address's budget,
-// creates the developer on the default plan and signs them in.
+// signUp validates the form, spends one sign-up from the address's budget
+// and creates the developer on the default plan, then sends them to sign
+// in. A registered address gets the same answer and changes nothing.
 func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
 		return
 	}
-	f := views.SignUpForm{Email: strings.TrimSpace(r.PostFormValue("email")), Errors: views.FieldErrors{}}
+	f := views.SignUpForm{Email: strings.TrimSpace(r.PostFormValue("email")), Errors: views.FieldErrors{}, Mail: s.accountMail()}
 	password := r.PostFormValue("password")
 	page := s.page(r, "Sign up", "signup")
 	def, err := s.defaultPlan(r)
@@ -127,15 +128,20 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusServiceUnavailable, views.SignUp(page, f))
 		return
 	}
+	if s.accountMail() {
+		s.signUpByMail(w, r, page, f, password)
+		return
+	}
 	u, err := s.deps.Users.Create(r.Context(), users.NewUser{
 		Email: f.Email, Password: password, Role: users.RoleDeveloper, PlanID: &f.Chosen,
 	})
 	var fe users.FieldErrors
 	switch {
 	case errors.Is(err, users.ErrEmailTaken):
-		f.Errors["email"] = "is already registered: sign in instead"
-		s.render(w, r, http.StatusConflict, views.SignUp(page, f))
-		return
+		// The answer is the one a new address gets, after the same work
+		// (the password was hashed before the insert was refused): the
+		// form must not tell who has an account. Nothing changes.
+		s.log.Info("sign-up for a registered address: nothing done")
 	case errors.As(err, &fe):
 		for k, v := range fe {
 			f.Errors[k] = v
@@ -145,35 +151,19 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.error(w, r, err)
 		return
+	default:
+		s.log.Info("developer signed up", "user_id", u.ID, "plan_id", f.Chosen)
 	}
-	if err := s.startSession(w, r, u); err != nil {
-		s.error(w, r, err)
-		return
-	}
-	s.log.Info("developer signed up", "user_id", u.ID, "plan_id", f.Chosen)
-	http.Redirect(w, r, "/app/keys", http.StatusSeeOther)
+	// Nobody is signed in by the answer, new address or not: a session
+	// cookie on one answer only would tell them apart.
+	http.Redirect(w, r, "/signin?signed_up=1&next=%2Fapp%2Fkeys", http.StatusSeeOther)
 }
 
 // signUpAllowed spends one sign-up of the client address's budget and says
-// how long to wait when it is spent. When the shared store is down the
-// attempt is counted in this instance's memory, as sign-in does.
+// how long to wait when it is spent. Counted by address block (an IPv6 /64
+// by default), as sign-in and anonymous API callers are: one subscriber
+// cannot rotate addresses.
 func (s *Server) signUpAllowed(r *http.Request) (time.Duration, error) {
 	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
-	// Counted by address block (an IPv6 /64 by default), as sign-in and
-	// anonymous API callers are: one subscriber cannot rotate addresses.
-	req := enforce.Request{Subject: "signup:" + s.deps.SignIn.Blocks.Subject(ip), Route: "POST /signup", Limits: []enforce.Limit{signUpPerIP}}
-	d, err := s.deps.Limiter.Allow(r.Context(), req)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return 0, err
-		}
-		s.log.Warn("sign-up limit: shared store failed, counting locally", "err", err)
-		if d, err = s.localLimiter.Allow(r.Context(), req); err != nil {
-			return 0, fmt.Errorf("sign-up limit: %w", err)
-		}
-	}
-	if !d.Allowed {
-		return d.Binding().RetryAfter, nil
-	}
-	return 0, nil
+	return s.spend(r, "signup:"+s.deps.SignIn.Blocks.Subject(ip), "POST /signup", signUpPerIP)
 }

@@ -22,7 +22,7 @@ func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
-	f := views.SignInForm{Next: localPath(r.URL.Query().Get("next")), SSO: s.deps.SSO != nil}
+	f := views.SignInForm{Next: localPath(r.URL.Query().Get("next")), SSO: s.deps.SSO != nil, SignedUp: r.URL.Query().Get("signed_up") == "1"}
 	s.render(w, r, http.StatusOK, views.SignIn(s.page(r, "Sign in", "signin"), f))
 }
 

@@ -33,6 +33,11 @@ func (s *Server) routes() http.Handler {
 	}
 	mux.HandleFunc("GET /reset/{token}", s.resetForm)
 	mux.HandleFunc("POST /reset/{token}", s.resetPassword)
+	mux.HandleFunc("GET /password/forgot", s.forgotForm)
+	mux.HandleFunc("POST /password/forgot", s.forgot)
+	mux.HandleFunc("GET /signup/sent", s.signUpSent)
+	mux.HandleFunc("GET /signup/confirm/{token}", s.signUpConfirmForm)
+	mux.HandleFunc("POST /signup/confirm/{token}", s.signUpConfirm)
 	mux.Handle("POST /signout/everywhere", s.requireRole("", http.HandlerFunc(s.signOutEverywhere)))
 	mux.Handle("GET /account", s.requireRole("", http.HandlerFunc(s.account)))
 	mux.Handle("POST /account/password", s.requireRole("", http.HandlerFunc(s.changePassword)))

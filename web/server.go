@@ -118,6 +118,15 @@ type Deps struct {
 	SSO       *sso.Client
 	SSOPolicy sso.Policy
 
+	// Mailer, when set with PublicURL, sends the account emails: sign-up
+	// confirmations and self-service password reset links. Without it the
+	// portal sends none and its pages say so: sign-up makes the account at
+	// once (unverified), and /password/forgot says to ask an operator.
+	Mailer Mailer
+	// PublicURL is the console's public base URL (PORTAL_PUBLIC_URL, e.g.
+	// https://portal.example.com): the links in emails start with it, never
+	// with a request's Host header, which whoever asks can choose.
+	PublicURL string
 	// ServiceURL is the base URL a service with an upstream is called
 	// under through the reverse proxy, as the client of r (a request to
 	// the console, reached at consoleBase) would call it; "" when it is
@@ -167,11 +176,14 @@ type Server struct {
 	// tokens manages operator API tokens (the bootstrap token is the
 	// admin API's business, not the dashboard's).
 	tokens *optokens.Store
-	// resets makes and redeems one-time password reset links.
-	resets *resets.Store
 	// ssoAccounts and ssoSealer serve sign-in with SSO (Deps.SSO).
 	ssoAccounts *sso.Accounts
 	ssoSealer   seal.Box
+	// resets makes and redeems one-time password reset links; selfResets
+	// makes the shorter-lived ones a developer asks for by email.
+	resets, selfResets *resets.Store
+	// mailSlots bounds the emails sent in the background at once.
+	mailSlots chan struct{}
 	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
 	dashboard enforce.Store
 	replayer  Replayer
@@ -203,6 +215,7 @@ func New(deps Deps) *Server {
 	if s.replayer == nil {
 		s.replayer = playground.NewRunner(playground.DefaultParallel)
 	}
+	s.mailSlots = make(chan struct{}, maxBackgroundMails)
 	s.streams = newStreamGate(deps.StreamsPerUser, deps.StreamsMax)
 	s.shares = newViewShares()
 	s.sessions = newSessionStore(deps, s.now)
@@ -212,6 +225,7 @@ func New(deps Deps) *Server {
 		s.tokens = optokens.NewStore(deps.Pool, "")
 		s.resets = resets.NewStore(deps.Pool, 0, s.now)
 		s.ssoAccounts = sso.NewAccounts(deps.Pool)
+		s.selfResets = resets.NewStore(deps.Pool, selfResetTTL, s.now)
 	}
 	s.ssoSealer = newSSOSealer(deps.SessionSecret)
 	policy := deps.SignIn

@@ -20,10 +20,13 @@ func TestAlertSettings(t *testing.T) {
 	t.Run("Set", func(t *testing.T) {
 		cfg, _, err := LoadConfig([]string{"-alert-interval=250ms"}, envOf(map[string]string{
 			"HOME": "/home/u", "PORTAL_SMTP_URL": "smtps://a:b@mail.example.com", "PORTAL_SMTP_FROM": "Alerts <alerts@example.com>",
-			"PORTAL_OUTBOUND_ALLOW": "10.0.0.0/8, hooks.internal",
+			"PORTAL_OUTBOUND_ALLOW": "10.0.0.0/8, hooks.internal", "PORTAL_PUBLIC_URL": "https://portal.example.com/",
 		}), io.Discard)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if cfg.PublicURL != "https://portal.example.com" {
+			t.Errorf("public URL %q, want it without the trailing slash", cfg.PublicURL)
 		}
 		if got := cfg.OutboundAllow.String(); got != "10.0.0.0/8,hooks.internal" {
 			t.Errorf("outbound allowlist %q", got)
@@ -39,6 +42,8 @@ func TestAlertSettings(t *testing.T) {
 			"invalid PORTAL_SMTP_URL (-smtp-url) (value hidden): must start with smtp:// or smtps://"},
 		{"ErrSMTPNoHost", "PORTAL_SMTP_URL", "smtp://", "invalid PORTAL_SMTP_URL (-smtp-url) (value hidden): must name a host"},
 		{"ErrFrom", "PORTAL_SMTP_FROM", "nobody", `invalid PORTAL_SMTP_FROM (-smtp-from) "nobody": not an email address`},
+		{"ErrPublicURLNotAbsolute", "PORTAL_PUBLIC_URL", "portal.example.com", `invalid PORTAL_PUBLIC_URL (-public-url) "portal.example.com": not an absolute http or https URL`},
+		{"ErrPublicURLWithPath", "PORTAL_PUBLIC_URL", "https://portal.example.com/app", `invalid PORTAL_PUBLIC_URL (-public-url) "https://portal.example.com/app": must be scheme and host only`},
 		{"ErrIntervalTooShort", "PORTAL_ALERT_INTERVAL", "1ms", `invalid PORTAL_ALERT_INTERVAL (-alert-interval) "1ms": out of range`},
 		{"ErrOutboundAllow", "PORTAL_OUTBOUND_ALLOW", "10.0.0.0/8,0177.0.0.1", `invalid PORTAL_OUTBOUND_ALLOW (-outbound-allow) "10.0.0.0/8,0177.0.0.1": "0177.0.0.1" is not an IP address, a CIDR prefix or a host name`},
 	}

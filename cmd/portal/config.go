@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/history"
+	smtpmail "github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/tokenlimit"
@@ -173,12 +174,17 @@ type Config struct {
 
 	// Threshold alerts (issue 12, item 5).
 	//
-	// SMTPURL, when set, also sends alerts by email (PORTAL_SMTP_URL):
-	// smtp://user:pass@host:port (STARTTLS when offered) or smtps://.
-	// SMTPFrom is their From address (PORTAL_SMTP_FROM). AlertInterval is
+	// SMTPURL, when set, is the SMTP server the portal sends its email
+	// through (PORTAL_SMTP_URL): smtp://user:pass@host:port (STARTTLS when
+	// offered) or smtps://. SMTPFrom is their From address
+	// (PORTAL_SMTP_FROM). AlertInterval is
 	// how often the evaluator reads usage (PORTAL_ALERT_INTERVAL).
-	SMTPURL       string
-	SMTPFrom      string
+	SMTPURL  string
+	SMTPFrom string
+	// PublicURL is the console's public base URL (PORTAL_PUBLIC_URL): the
+	// links in the account emails start with it. The account emails
+	// (sign-up confirmation, reset links) need it and SMTPURL both.
+	PublicURL     string
 	AlertInterval time.Duration
 	// OutboundAllow opens private receivers to outbound requests
 	// (PORTAL_OUTBOUND_ALLOW): webhooks reach public addresses only,
@@ -493,16 +499,16 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.AlertInterval, v, 100*time.Millisecond, 10*time.Minute)
 			}},
-		{env: "PORTAL_SMTP_URL", flag: "smtp-url", accepts: "smtp://user:pass@host:587 (STARTTLS when the server offers it) or smtps://user:pass@host:465, to email alerts too, or empty for webhooks only", secret: true,
+		{env: "PORTAL_SMTP_URL", flag: "smtp-url", accepts: "smtp://user:pass@host:587 (STARTTLS when the server offers it) or smtps://user:pass@host:465: the portal then sends email (sign-up confirmation, password reset links, key expiry notices, alerts); empty for none", secret: true,
 			set: func(c *Config, v string) error {
 				c.SMTPURL = v
 				if v == "" {
 					return nil
 				}
-				_, err := alerts.ParseSMTPURL(v, "sluice@localhost")
+				_, err := smtpmail.New(v, "sluice@localhost", smtpmail.Options{})
 				return err
 			}},
-		{env: "PORTAL_SMTP_FROM", flag: "smtp-from", def: "sluice@localhost", accepts: "the From address of alert emails, e.g. alerts@example.com",
+		{env: "PORTAL_SMTP_FROM", flag: "smtp-from", def: "sluice@localhost", accepts: "the From address of the portal's emails, e.g. sluice@example.com",
 			set: func(c *Config, v string) error {
 				a, err := mail.ParseAddress(v)
 				if err != nil {
@@ -548,6 +554,8 @@ func settings(getenv func(string) string) []setting {
 				}
 				return checkAddr(v)
 			}},
+		{env: "PORTAL_PUBLIC_URL", flag: "public-url", accepts: "the console's public base URL, e.g. https://portal.example.com, which the links in emails start with; with PORTAL_SMTP_URL it turns on sign-up confirmation and reset links by email",
+			set: func(c *Config, v string) error { c.PublicURL = strings.TrimSuffix(v, "/"); return checkProxyURL(v) }},
 		{env: "PORTAL_PROXY_URL", flag: "proxy-url", accepts: "the public base URL of PORTAL_PROXY_ADDR, e.g. https://api.example.com, or empty for http:// the console's host name and the proxy's port",
 			set: func(c *Config, v string) error { c.ProxyURL = v; return checkProxyURL(v) }},
 		{env: "PORTAL_METRICS_TOKEN", flag: "metrics-token", accepts: "at least 32 characters, required as a bearer token on /metrics, or empty for none", secret: true,

@@ -226,8 +226,16 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		}
 		return nil, nil, err
 	}
-	// Threshold alerts (issue 12, item 5): see alerts.go.
-	alertDeps, err := startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter))
+	// Threshold alerts (issue 12, item 5) and the portal's email: see
+	// alerts.go.
+	var alertDeps alertsDeps
+	mailer, err := newMailer(d.cfg)
+	if err == nil {
+		alertDeps, err = startAlerts(bg, &wg, d, cmp.Or(dashboard, limiter), mailer)
+	}
+	if err == nil && mailer != nil {
+		startKeyNotices(bg, &wg, d, mailer)
+	}
 	if err != nil {
 		stop()
 		wg.Wait()
@@ -351,6 +359,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		ServiceURL:            d.proxyOrigin.ServiceURL,
 		SSO:                   d.cfg.SSO.client(d.logger),
 		SSOPolicy:             d.cfg.SSO.policy(),
+		Mailer:                accountMailer(d, mailer),
+		PublicURL:             d.cfg.PublicURL,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/egress"
+	"github.com/sluicehq/sluice/internal/mail"
 )
 
 // Defaults of WorkerOptions.
@@ -217,7 +218,7 @@ func (w *Worker) attempt(ctx context.Context, d claimed) (int, error) {
 		if err := json.Unmarshal(d.Payload, &ev); err != nil {
 			return 0, fmt.Errorf("bad payload: %w", err)
 		}
-		if err := w.opts.Mailer.Send(ctx, *d.EmailTo, emailSubject(ev), emailBody(ev, d.Payload)); err != nil {
+		if err := w.opts.Mailer.Send(ctx, mail.Message{To: *d.EmailTo, Subject: emailSubject(ev), Body: emailBody(ev, d.Payload)}); err != nil {
 			return smtpCode(err), err
 		}
 		return 250, nil

@@ -1,6 +1,8 @@
 // Package resets keeps one-time password reset links: an operator makes
 // one for any user, the user opens it once before it expires and chooses a
-// password, and every session of that user ends.
+// password, and every session of that user ends. A link stops working when
+// it is used, when it expires, when a newer link is made for the same user
+// and when the user's password changes in any way.
 package resets
 
 import (
@@ -52,7 +54,11 @@ func NewStore(pool *pgxpool.Pool, ttl time.Duration, now func() time.Time) *Stor
 }
 
 const (
-	insertReset = `
+	// endOpenLinks runs before a new link is made: only the newest link of
+	// a user opens. (A password change ends them too, by the trigger of
+	// migration 000026, however the password is changed.)
+	endOpenLinks = `DELETE FROM password_resets WHERE user_id = $1 AND used_at IS NULL`
+	insertReset  = `
 INSERT INTO password_resets (token_hash, user_id, created_by, expires_at) VALUES ($1, $2, $3, $4)`
 	// claimReset marks the link used in the same statement that checks it,
 	// so two concurrent uses cannot both succeed.
@@ -69,8 +75,9 @@ func hash(token string) []byte {
 	return h[:]
 }
 
-// Create makes a link token for userID and returns it with its expiry. The
-// token is returned only here. Within db (a transaction, so a new account
+// Create makes a link token for userID and returns it with its expiry; the
+// user's older links not yet used stop working. The token is returned only
+// here. Within db (a transaction, so a new account
 // and its link commit together; or the pool).
 func (s *Store) Create(ctx context.Context, db audit.DBTX, actor string, userID int64) (string, time.Time, error) {
 	b := make([]byte, tokenBytes)
@@ -79,6 +86,9 @@ func (s *Store) Create(ctx context.Context, db audit.DBTX, actor string, userID 
 	}
 	token := base64.RawURLEncoding.EncodeToString(b)
 	expires := s.now().Add(s.ttl)
+	if _, err := db.Exec(ctx, endOpenLinks, userID); err != nil {
+		return "", time.Time{}, fmt.Errorf("end older reset links of user %d: %w", userID, err)
+	}
 	if _, err := db.Exec(ctx, insertReset, hash(token), userID, actor, expires); err != nil {
 		return "", time.Time{}, fmt.Errorf("create reset link for user %d: %w", userID, err)
 	}
