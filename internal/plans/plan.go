@@ -233,13 +233,37 @@ func (in LimitInput) normalized() LimitInput {
 	if in.CountPer == "" {
 		in.CountPer = DefaultCountPer(in.Route)
 	}
-	if in.Algorithm == string(enforce.Quota) && in.WindowSeconds == 0 {
-		in.WindowSeconds = 86400 // unused: a quota renews by its period
-	}
-	if in.Algorithm == string(enforce.Concurrency) && in.WindowSeconds == 0 {
-		in.WindowSeconds = 60 // unused: a concurrency limit counts requests in flight
+	if w, fixed := fixedWindow(enforce.Algorithm(in.Algorithm)); fixed {
+		in.WindowSeconds = int64(w / time.Second)
 	}
 	return in
+}
+
+// fixedWindow is the window stored for an algorithm that has no use for
+// one: a quota renews by its period, a concurrency limit counts requests in
+// flight. Whatever was submitted (or stored by an older version) is
+// replaced by it, so two tiers that decide alike compare equal and a plans
+// file need not name a window for them.
+func fixedWindow(a enforce.Algorithm) (time.Duration, bool) {
+	switch a {
+	case enforce.Quota:
+		return 24 * time.Hour, true
+	case enforce.Concurrency:
+		return time.Minute, true
+	}
+	return 0, false
+}
+
+// UsesWindow reports whether the algorithm reads a tier's window (every
+// algorithm but quota and concurrency).
+func UsesWindow(a enforce.Algorithm) bool {
+	_, fixed := fixedWindow(a)
+	return !fixed
+}
+
+// UsesBurst reports whether the algorithm reads a tier's burst.
+func UsesBurst(a enforce.Algorithm) bool {
+	return a == enforce.TokenBucket || a == enforce.LeakyBucket
 }
 
 // Enforce converts a (valid) input, such as a key's override, into the
@@ -282,6 +306,12 @@ type PlanCounts struct {
 	KeysOnPlan       int `json:"keys_on_plan"`
 	DevelopersOnPlan int `json:"developers_on_plan"`
 }
+
+// Normalized is the input as it is validated and stored: names trimmed,
+// every limit's documented defaults filled and the window of a quota or
+// concurrency limit fixed. Two inputs that store the same plan are equal
+// once normalized.
+func (in PlanInput) Normalized() PlanInput { return in.normalized() }
 
 // normalized fills the documented defaults of every limit.
 func (in PlanInput) normalized() PlanInput {

@@ -131,13 +131,17 @@ type limitRow struct {
 }
 
 func (r limitRow) limit() Limit {
+	window := time.Duration(r.WindowMS) * time.Millisecond
+	if w, fixed := fixedWindow(enforce.Algorithm(r.Algorithm)); fixed {
+		window = w
+	}
 	return Limit{
 		ID:        r.ID,
 		Name:      r.Name,
 		Route:     r.Route,
 		Algorithm: enforce.Algorithm(r.Algorithm),
 		Limit:     r.LimitCount,
-		Window:    time.Duration(r.WindowMS) * time.Millisecond,
+		Window:    window,
 		Burst:     r.Burst,
 		Cost:      r.Cost,
 		Mode:      enforce.Mode(r.Mode),
