@@ -15,15 +15,22 @@ func statusTitle(status int) string {
 }
 
 // Duration renders a window or a wait the way an operator writes it: "60s",
-// "1h", "1h30m", "2d".
+// "1h", "1h30m", "2d", "3d4h". From a day up it is in days and hours,
+// rounded to the hour: a month's reset 743h59m17s away reads "31d".
 func Duration(d time.Duration) string {
+	const day = 24 * time.Hour
 	switch {
 	case d <= 0:
 		return "0s"
-	case d%(24*time.Hour) == 0:
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	case d < time.Second:
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d >= day:
+		d = d.Round(time.Hour)
+		out := strconv.FormatInt(int64(d/day), 10) + "d"
+		if h := d % day / time.Hour; h > 0 {
+			out += strconv.FormatInt(int64(h), 10) + "h"
+		}
+		return out
 	}
 	d = d.Round(time.Second)
 	h, m, s := d/time.Hour, (d%time.Hour)/time.Minute, (d%time.Minute)/time.Second

@@ -7,6 +7,7 @@ package plans
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -119,9 +120,34 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// PolicyName is the name clients see for limit name in plan planSlug.
+// PolicyName is the name clients see for limit name in plan planSlug, and
+// the name of its counters: "<planSlug>-<name>", so that two plans'
+// counters never collide, except that a name the operator already began
+// with the plan's slug is shown as typed: "team-day" in plan "team" is
+// "team-day", not "team-team-day". PolicyConflicts keeps two tiers of a plan
+// from meeting on one name ("day" and "team-day" in plan "team").
 func PolicyName(planSlug, limitName string) string {
+	if limitName == planSlug || strings.HasPrefix(limitName, planSlug+"-") {
+		return limitName
+	}
 	return planSlug + "-" + limitName
+}
+
+// PolicyConflicts returns a problem for every tier (by index, field
+// prefix + "name") whose policy name in plan planSlug is another tier's.
+func PolicyConflicts(prefix, planSlug string, names []string) []FieldError {
+	var errs []FieldError
+	seen := map[string]int{}
+	for i, n := range names {
+		policy := PolicyName(planSlug, n)
+		if j, dup := seen[policy]; dup && names[j] != n {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("%s[%d].name", prefix, i),
+				Message: fmt.Sprintf("clients would see it as %q, the name of %s[%d] (%q) too: choose another name", policy, prefix, j, names[j])})
+			continue
+		}
+		seen[policy] = i
+	}
+	return errs
 }
 
 // Enforce converts the tier into the engine's limit, named

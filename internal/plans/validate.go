@@ -96,6 +96,11 @@ func Validate(in PlanInput, routes []string) error {
 		add("limits", "at most %d limits per plan", MaxLimitsPerPlan)
 	}
 	errs = append(errs, ValidateLimits("limits", in.Limits, routes)...)
+	names := make([]string, len(in.Limits))
+	for i, l := range in.Limits {
+		names[i] = strings.TrimSpace(l.Name)
+	}
+	errs = append(errs, PolicyConflicts("limits", strings.TrimSpace(in.Slug), names)...)
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}
 	}
