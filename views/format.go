@@ -55,6 +55,14 @@ func Time(t *time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04")
 }
 
+// Count renders n of a noun, singular for one: "1 developer", "2 developers".
+func Count(n int, singular, plural string) string {
+	if n == 1 {
+		return "1 " + singular
+	}
+	return strconv.Itoa(n) + " " + plural
+}
+
 // Int renders a count.
 func Int(n int64) string { return strconv.FormatInt(n, 10) }
 

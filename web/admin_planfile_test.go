@@ -111,16 +111,22 @@ func TestPlaygroundRecordedTraffic(t *testing.T) {
 	rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
 	e := newEnvWith(t, func(d *web.Deps) { d.Traffic = rec })
 	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	devSubject := fmt.Sprintf("dev:%d", e.dev.ID)
 	for range 15 {
-		rec.Record("GET /api/search", "key:7", at)
+		rec.Record("GET /api/search", devSubject, at)
 	}
 	rec.Flush(t.Context())
 	c := e.signedIn(operatorEmail)
 	q := url.Values{"preset": {"recorded:GET /api/search"}, "algorithm": {"fixed_window"}, "limit": {"10"}, "window_seconds": {"60"}}
 	res := c.get("/admin/playground?"+q.Encode(), nil)
 	d := res.doc(t)
-	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "playground-sampling"), "1 subjects recorded in full") {
+	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "playground-sampling"), "1 subject recorded in full") {
 		t.Fatalf("recorded replay: %d %q", res.StatusCode, text(d, "playground-sampling"))
+	}
+	// The limited caller is named as people know it, not as the engine
+	// keys it.
+	if got := text(d, "playground-limited-subject"); got != "developer "+developerEmail+": 5 rejected, 10 admitted" {
+		t.Errorf("limited subject %q, want the developer's email", got)
 	}
 	first := d.Find(`[data-testid="playground-run"]`).First()
 	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "10" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "5" {
