@@ -99,6 +99,18 @@ func WindowSecondsText(a enforce.Algorithm, w time.Duration) string {
 	return Int(int64(w.Seconds()))
 }
 
+// limitRate is a tier's figures in words: "100 per day", "4 in flight",
+// "10 per 1m".
+func limitRate(l plans.Limit) string {
+	switch l.Algorithm {
+	case enforce.Quota:
+		return Int(l.Limit) + " per " + string(l.Period)
+	case enforce.Concurrency:
+		return Int(l.Limit) + " in flight"
+	}
+	return Int(l.Limit) + " per " + Duration(l.Window)
+}
+
 // BurstText is what a tier's burst means for its algorithm: a token
 // bucket's capacity (0 is the limit, as the engine and the docs take it), a
 // leaky bucket's queue, nothing for the windows. Showing the stored 0 made
