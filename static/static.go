@@ -12,7 +12,7 @@ var FS embed.FS
 
 // The asset names the layout links. Change them together with the files.
 const (
-	CSS  = "sluice-2.css"
+	CSS  = "sluice-3.css"
 	JS   = "sluice-1.js" // the dashboard's own behaviour (no inline script)
 	HTMX = "htmx-2.0.11.min.js"
 	SSE  = "htmx-ext-sse-2.2.4.min.js"

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/csv"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -203,4 +204,34 @@ func TestUsageHistoryInTheBrowser(t *testing.T) {
 		t.Errorf("/admin/history scrolls sideways at 390 px (%v)", err)
 	}
 	screenshot(t, b, "admin-history-390")
+
+	// The breakdown tables (by plan, route, developer, key, address) never
+	// overlap each other, nor run out of their column, at desktop and
+	// phone widths; keyed traffic is not counted as anonymous.
+	for _, width := range []int64{1280, 390} {
+		do(t, b, fmt.Sprintf("history at %d px", width), chromedp.EmulateViewport(width, 900),
+			chromedp.Navigate(p.URL+"/admin/history?range=1h"), chromedp.WaitVisible(tid("history-by-key")))
+		overlaps, err := chromedp.Run(b, chromedp.Evaluate[string](`(() => {
+			const boxes = [...document.querySelectorAll('main table[data-testid^="history-by-"]')].map(t => {
+				const r = t.getBoundingClientRect(), c = t.parentElement.getBoundingClientRect();
+				return {id: t.dataset.testid, l: r.left, r: r.right, t: r.top, b: r.bottom, spill: r.right > c.right + 1};
+			});
+			const out = [];
+			if (boxes.length < 5) out.push(boxes.length + " tables");
+			for (const a of boxes) {
+				if (a.spill) out.push(a.id + " runs out of its column");
+				for (const b of boxes) {
+					if (a.id < b.id && a.l < b.r - 1 && b.l < a.r - 1 && a.t < b.b - 1 && b.t < a.b - 1) out.push(a.id + " overlaps " + b.id);
+				}
+			}
+			return out.join("; ");
+		})()`))
+		if err != nil || overlaps != "" {
+			t.Errorf("/admin/history at %d px: %s (%v)", width, overlaps, err)
+		}
+		screenshot(t, b, fmt.Sprintf("admin-history-tables-%d", width))
+	}
+	if got := textOf(t, b, "history-by-address"); strings.Contains(got, "other addresses") {
+		t.Errorf("keyed traffic is listed as anonymous: %q", got)
+	}
 }

@@ -134,7 +134,7 @@ func TestDashboardPlaygroundRecordedTraffic(t *testing.T) {
 	if admitted != "5" || rejected != "3" {
 		t.Errorf("replay of the recorded traffic: %s admitted, %s rejected; live was 5 and 3", admitted, rejected)
 	}
-	if note := textOf(t, ctx, "playground-sampling"); !strings.Contains(note, "1 subjects recorded in full") {
+	if note := textOf(t, ctx, "playground-sampling"); !strings.Contains(note, "1 subject recorded in full") {
 		t.Errorf("sampling note %q", note)
 	}
 	screenshot(t, ctx, "playground-recorded")

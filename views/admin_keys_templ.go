@@ -406,15 +406,15 @@ func KeysResults(l KeysList) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var13 string
-		templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(l.Total))
+		templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(Count(l.Total, "key", "keys"))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_keys.templ`, Line: 181, Col: 59}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_keys.templ`, Line: 181, Col: 75}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, " keys</p><form method=\"get\" action=\"/admin/live\"><div class=\"scroll\"><table class=\"responsive\" data-testid=\"keys-table\"><thead><tr><th></th><th>Prefix</th><th>Name</th><th>Owner</th><th>Plan</th><th>Created</th><th>Last used</th><th>Expires</th><th>State</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</p><form method=\"get\" action=\"/admin/live\"><div class=\"scroll\"><table class=\"responsive\" data-testid=\"keys-table\"><thead><tr><th></th><th>Prefix</th><th>Name</th><th>Owner</th><th>Plan</th><th>Created</th><th>Last used</th><th>Expires</th><th>State</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

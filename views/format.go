@@ -17,15 +17,22 @@ func statusTitle(status int) string {
 }
 
 // Duration renders a window or a wait the way an operator writes it: "60s",
-// "1h", "1h30m", "2d".
+// "1h", "1h30m", "2d", "3d4h". From a day up it is in days and hours,
+// rounded to the hour: a month's reset 743h59m17s away reads "31d".
 func Duration(d time.Duration) string {
+	const day = 24 * time.Hour
 	switch {
 	case d <= 0:
 		return "0s"
-	case d%(24*time.Hour) == 0:
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	case d < time.Second:
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d >= day:
+		d = d.Round(time.Hour)
+		out := strconv.FormatInt(int64(d/day), 10) + "d"
+		if h := d % day / time.Hour; h > 0 {
+			out += strconv.FormatInt(int64(h), 10) + "h"
+		}
+		return out
 	}
 	d = d.Round(time.Second)
 	h, m, s := d/time.Hour, (d%time.Hour)/time.Minute, (d%time.Minute)/time.Second
@@ -48,6 +55,14 @@ func Time(t *time.Time) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04")
+}
+
+// Count renders n of a noun, singular for one: "1 developer", "2 developers".
+func Count(n int, singular, plural string) string {
+	if n == 1 {
+		return "1 " + singular
+	}
+	return strconv.Itoa(n) + " " + plural
 }
 
 // Int renders a count.
@@ -84,6 +99,18 @@ func WindowSecondsText(a enforce.Algorithm, w time.Duration) string {
 		return "—"
 	}
 	return Int(int64(w.Seconds()))
+}
+
+// limitRate is a tier's figures in words: "100 per day", "4 in flight",
+// "10 per 1m".
+func limitRate(l plans.Limit) string {
+	switch l.Algorithm {
+	case enforce.Quota:
+		return Int(l.Limit) + " per " + string(l.Period)
+	case enforce.Concurrency:
+		return Int(l.Limit) + " in flight"
+	}
+	return Int(l.Limit) + " per " + Duration(l.Window)
 }
 
 // BurstText is what a tier's burst means for its algorithm: a token

@@ -18,7 +18,10 @@ func TestDuration(t *testing.T) {
 		{time.Hour, "1h"},
 		{time.Hour + 1500*time.Millisecond, "1h2s"},
 		{48 * time.Hour, "2d"},
-		{25 * time.Hour, "25h"},
+		{25 * time.Hour, "1d1h"},
+		{743*time.Hour + 59*time.Minute + 17*time.Second, "31d"},
+		{30*24*time.Hour + 5*time.Hour + 20*time.Minute, "30d5h"},
+		{23*time.Hour + 59*time.Minute, "23h59m"},
 	} {
 		if got := Duration(tt.in); got != tt.want {
 			t.Errorf("Duration(%v) = %q, want %q", tt.in, got, tt.want)

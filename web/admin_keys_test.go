@@ -43,13 +43,13 @@ func TestKeysSearch(t *testing.T) {
 		wantPage  bool
 	}{
 		{name: "All", query: "", wantNames: []string{"production", "laptop", "ci pipeline"}, wantTotal: "3 keys", wantPage: true},
-		{name: "ByName", query: "q=pipe", wantNames: []string{"ci pipeline"}, wantTotal: "1 keys", wantPage: true},
-		{name: "ByOwner", query: "q=corp.example", wantNames: []string{"production"}, wantTotal: "1 keys", wantPage: true},
-		{name: "ByPrefix", query: "q=" + url.QueryEscape(ciSecret[:12]), wantNames: []string{"ci pipeline"}, wantTotal: "1 keys", wantPage: true},
-		{name: "ByState", query: "state=revoked", wantNames: []string{"production"}, wantTotal: "1 keys", wantPage: true},
-		{name: "HTMXGetsResultsOnly", query: "q=laptop", header: htmx, wantNames: []string{"laptop"}, wantTotal: "1 keys", wantPage: false},
+		{name: "ByName", query: "q=pipe", wantNames: []string{"ci pipeline"}, wantTotal: "1 key", wantPage: true},
+		{name: "ByOwner", query: "q=corp.example", wantNames: []string{"production"}, wantTotal: "1 key", wantPage: true},
+		{name: "ByPrefix", query: "q=" + url.QueryEscape(ciSecret[:12]), wantNames: []string{"ci pipeline"}, wantTotal: "1 key", wantPage: true},
+		{name: "ByState", query: "state=revoked", wantNames: []string{"production"}, wantTotal: "1 key", wantPage: true},
+		{name: "HTMXGetsResultsOnly", query: "q=laptop", header: htmx, wantNames: []string{"laptop"}, wantTotal: "1 key", wantPage: false},
 		{name: "HistoryRestoreGetsWholePage", query: "q=laptop", header: http.Header{"Hx-Request": {"true"}, "Hx-History-Restore-Request": {"true"}},
-			wantNames: []string{"laptop"}, wantTotal: "1 keys", wantPage: true},
+			wantNames: []string{"laptop"}, wantTotal: "1 key", wantPage: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -109,16 +111,22 @@ func TestPlaygroundRecordedTraffic(t *testing.T) {
 	rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
 	e := newEnvWith(t, func(d *web.Deps) { d.Traffic = rec })
 	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	devSubject := fmt.Sprintf("dev:%d", e.dev.ID)
 	for range 15 {
-		rec.Record("GET /api/search", "key:7", at)
+		rec.Record("GET /api/search", devSubject, at)
 	}
 	rec.Flush(t.Context())
 	c := e.signedIn(operatorEmail)
 	q := url.Values{"preset": {"recorded:GET /api/search"}, "algorithm": {"fixed_window"}, "limit": {"10"}, "window_seconds": {"60"}}
 	res := c.get("/admin/playground?"+q.Encode(), nil)
 	d := res.doc(t)
-	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "playground-sampling"), "1 subjects recorded in full") {
+	if res.StatusCode != http.StatusOK || !strings.Contains(text(d, "playground-sampling"), "1 subject recorded in full") {
 		t.Fatalf("recorded replay: %d %q", res.StatusCode, text(d, "playground-sampling"))
+	}
+	// The limited caller is named as people know it, not as the engine
+	// keys it.
+	if got := text(d, "playground-limited-subject"); got != "developer "+developerEmail+": 5 rejected, 10 admitted" {
+		t.Errorf("limited subject %q, want the developer's email", got)
 	}
 	first := d.Find(`[data-testid="playground-run"]`).First()
 	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "10" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "5" {
@@ -130,5 +138,45 @@ func TestPlaygroundRecordedTraffic(t *testing.T) {
 	first = res.doc(t).Find(`[data-testid="playground-run"]`).First()
 	if strings.TrimSpace(first.Find(`[data-testid="run-admitted"]`).Text()) != "0" || strings.TrimSpace(first.Find(`[data-testid="run-rejected"]`).Text()) != "0" {
 		t.Fatalf("recorded traffic of another subject: %s", first.Text())
+	}
+}
+
+// TestPlansFileRoundTripsDashboardTiers: tiers added with the dashboard's
+// form (which sends a window for every algorithm) export to a file that the
+// dashboard's upload takes back as no change: a day and a month quota of one
+// plan, concurrency limits, shadow and queue tiers.
+func TestPlansFileRoundTripsDashboardTiers(t *testing.T) {
+	e := newEnv(t)
+	p := e.createPlan("team")
+	c := e.signedIn(operatorEmail)
+	add := fmt.Sprintf("/admin/plans/%d/limits", p.ID)
+	tiers := []url.Values{
+		tierForm(0, "team-day", "", "quota", "100", "60", "", "1", "reject"),
+		tierForm(0, "team-month", "", "quota", "2000", "60", "", "1", "reject"),
+		tierForm(0, "search-month", "GET /api/search", "quota", "500", "60", "", "", "shadow"),
+		tierForm(0, "in-flight", "", "concurrency", "4", "60", "", "", "queue"),
+		tierForm(0, "items", "GET /api/items/{id}", "concurrency", "2", "60", "", "", "shadow"),
+		tierForm(0, "reports", "POST /api/reports", "leaky_bucket", "2", "60", "1", "", "queue"),
+	}
+	tiers[0].Set("period", "day")
+	tiers[1].Set("period", "month")
+	tiers[2].Set("period", "month")
+	for _, form := range tiers {
+		got, err := e.plans.Get(context.Background(), p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		form.Set("version", strconv.Itoa(got.Version))
+		if res := c.post(add, form, nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("add %s: status %d %v", form.Get("name"), res.StatusCode, fieldErrorsOf(res.doc(t)))
+		}
+	}
+	res := c.get("/admin/plans/file/export?format=yaml", nil)
+	if res.StatusCode != http.StatusOK || !strings.Contains(res.body, "name: team-month") {
+		t.Fatalf("export: %d %s", res.StatusCode, res.body)
+	}
+	res = c.post("/admin/plans/file/preview", url.Values{"text": {res.body}, "prune": {"1"}}, nil)
+	if d := res.doc(t); res.StatusCode != http.StatusOK || count(d, "planfile-problem") != 0 || count(d, "planfile-nochange") != 1 {
+		t.Fatalf("upload of the export: %d %q %q", res.StatusCode, text(d, "planfile-problem"), text(d, "planfile-diff"))
 	}
 }

@@ -129,6 +129,16 @@ func (s *Server) playgroundPage(w http.ResponseWriter, r *http.Request) {
 				return
 			default:
 				v.Report = &rep
+				var subjects []string
+				for _, run := range rep.Runs {
+					for _, l := range run.Limited {
+						subjects = append(subjects, l.Subject)
+					}
+				}
+				if v.SubjectNames, err = s.subjectNames(r.Context(), subjects); err != nil {
+					s.error(w, r, err)
+					return
+				}
 			}
 		} else {
 			status = http.StatusUnprocessableEntity

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/views"
 )
@@ -39,6 +40,15 @@ func (s *Server) tierAdd(w http.ResponseWriter, r *http.Request) {
 		default:
 			s.error(w, r, err)
 			return
+		}
+	}
+	// A refused shadow tier is not kept as shadow: the form stays open
+	// for the next tier, which would otherwise be added in the dark
+	// without anyone choosing it. The operator picks shadow again, told so.
+	if f.Input.Mode == string(enforce.ModeShadow) {
+		f.Input.Mode = ""
+		if _, explained := f.Errors["mode"]; !explained {
+			f.Errors["mode"] = "set back to reject: choose shadow again to try this tier in the dark"
 		}
 	}
 	status := http.StatusUnprocessableEntity

@@ -5,12 +5,15 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/views"
 )
 
 // tierPromote turns a shadow tier into an enforced one (mode reject) in one
 // audited action, provided the plan has not changed since the page was
-// rendered. It is a plain form post: the page reloads with the tier
-// enforced.
+// rendered. It is a plain form post in two steps: the plan page's Enforce
+// asks (a page saying what enforcing does), and only the confirmation,
+// which carries confirm=enforce, promotes; the page then reloads with the
+// tier enforced.
 func (s *Server) tierPromote(w http.ResponseWriter, r *http.Request) {
 	p, l, err := s.tierLoad(r)
 	if err != nil {
@@ -19,6 +22,12 @@ func (s *Server) tierPromote(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := parseForm(w, r); err != nil {
 		s.error(w, r, err)
+		return
+	}
+	if r.PostFormValue("confirm") != "enforce" {
+		// The confirmation carries the version the operator's page
+		// showed, so a change made meanwhile is still a conflict.
+		s.render(w, r, http.StatusOK, views.TierPromoteConfirm(s.page(r, "Enforce "+l.Name, "plans"), p, l, formVersion(r)))
 		return
 	}
 	ctx := r.Context()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/docs"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -62,9 +63,10 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 			base = u
 		}
 	}
+	now := docsNow(d.s.now())
 	var key strings.Builder
-	key.WriteString(base + "|" + console + "|" + your.Slug)
-	opts := docs.Options{BaseURL: base, StatusBaseURL: console, YourPlan: your.Slug}
+	key.WriteString(base + "|" + console + "|" + your.Slug + "|" + now.Format(time.DateOnly))
+	opts := docs.Options{BaseURL: base, StatusBaseURL: console, YourPlan: your.Slug, Now: now}
 	if svc.Slug != "" {
 		opts.Title = svc.Name
 		if svc.Slug != services.DemoSlug {
@@ -89,6 +91,13 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	}
 	d.cache[key.String()] = m
 	return m, nil
+}
+
+// docsNow is the moment the docs' examples are computed at: the start of
+// the next day (UTC), so every example reset date they show is in the
+// future for as long as a model is cached (the cache key holds the day).
+func docsNow(now time.Time) time.Time {
+	return now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 }
 
 // viewerPlan is the plan of the signed-in developer: their own, else the

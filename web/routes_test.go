@@ -179,7 +179,7 @@ func TestStaticAssetsAreImmutable(t *testing.T) {
 	}{
 		{"/static/htmx-2.0.11.min.js", "text/javascript; charset=utf-8", http.StatusOK},
 		{"/static/htmx-ext-sse-2.2.4.min.js", "text/javascript; charset=utf-8", http.StatusOK},
-		{"/static/sluice-2.css", "text/css; charset=utf-8", http.StatusOK},
+		{"/static/sluice-3.css", "text/css; charset=utf-8", http.StatusOK},
 		{"/static/missing.js", "text/plain; charset=utf-8", http.StatusNotFound},
 		{"/static/..%2fstatic.go", "text/plain; charset=utf-8", http.StatusNotFound},
 	} {

@@ -261,7 +261,7 @@ func TestPlanCountsIncludeKeysThroughTheirDeveloper(t *testing.T) {
 		t.Errorf("plans (keys, developers) = %v, want %v", got, want)
 	}
 	detail := c.get(fmt.Sprintf("/admin/plans/%d", gold.ID), nil).doc(t)
-	if got := text(detail, "plan-counts"); got != "2 keys · 1 developers" {
+	if got := text(detail, "plan-counts"); got != "2 keys · 1 developer" {
 		t.Errorf("gold's detail counts %q", got)
 	}
 }

@@ -40,6 +40,10 @@ func main() {
 		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
+		var coded interface{ ExitCode() int }
+		if errors.As(err, &coded) {
+			os.Exit(coded.ExitCode())
+		}
 		os.Exit(1)
 	}
 }

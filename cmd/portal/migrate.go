@@ -55,7 +55,7 @@ func runMigrate(ctx context.Context, cfg Config, args []string, logger *slog.Log
 			return err
 		}
 	}
-	st, err := openStore(ctx, cfg, logger)
+	st, err := openPortalStore(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func runPlans(ctx context.Context, cfg Config, args []string, stdout io.Writer) 
 
 	// The command's output is the file or the diff: logs would mix into it.
 	logger := slog.New(slog.DiscardHandler)
-	st, err := openStore(ctx, cfg, logger)
+	st, err := openPortalStore(ctx, cfg, logger, false)
 	if err != nil {
 		return err
 	}
@@ -123,8 +123,13 @@ func runPlans(ctx context.Context, cfg Config, args []string, stdout io.Writer) 
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(stdout, d.String())
-		return err
+		if _, err := io.WriteString(stdout, d.String()); err != nil {
+			return err
+		}
+		if !d.Empty() {
+			return pendingChanges{len(d.Changes)}
+		}
+		return nil
 	}
 	d, err := store.Apply(ctx, parsed, planfile.Options{Prune: *prune, DryRun: *dryRun, Actor: "cli"})
 	if err != nil {
@@ -142,6 +147,23 @@ func runPlans(ctx context.Context, cfg Config, args []string, stdout io.Writer) 
 	}
 	return err
 }
+
+// ExitPendingChanges is the exit status of `portal plans diff` when
+// applying the file would change something, so a pipeline can tell "the
+// portal already holds this file" (0) from "it does not" (3) and from an
+// error (1) or a misused command (2).
+const ExitPendingChanges = 3
+
+// pendingChanges is the outcome of a diff that found changes: not a
+// failure of the command, but not "nothing to do" either.
+type pendingChanges struct{ n int }
+
+func (p pendingChanges) Error() string {
+	return fmt.Sprintf("plans diff: applying the file would make %d changes", p.n)
+}
+
+// ExitCode is the process's exit status for this outcome.
+func (pendingChanges) ExitCode() int { return ExitPendingChanges }
 
 func readPlanFile(name string) ([]byte, error) {
 	var r io.Reader = os.Stdin

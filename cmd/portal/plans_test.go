@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,13 @@ func TestPlansCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "~ service demo\n    ~ name: \"Demo API\" -> \"Demo shop\"\n"
+	// A diff with changes prints them and fails, so a pipeline can gate
+	// on it; its exit status is not that of an error.
+	out, err := portal("plans", "diff", file)
+	var coded interface{ ExitCode() int }
+	if !errors.As(err, &coded) || coded.ExitCode() != ExitPendingChanges || out != want {
+		t.Fatalf("diff of an edited file: %v %q, want exit status %d and the diff", err, out, ExitPendingChanges)
+	}
 	if out, err := portal("plans", "apply", "--dry-run", file); err != nil || out != want+"dry run: nothing written\n" {
 		t.Fatalf("apply --dry-run: %v %q", err, out)
 	}
@@ -64,6 +72,13 @@ func TestPlansCommands(t *testing.T) {
 	_, err = portal("plans", "apply", bad)
 	if err == nil || !strings.Contains(err.Error(), bad+":4: plans[0].nmae: unknown field") {
 		t.Fatalf("apply of a bad file: %v", err)
+	}
+	twoDocs := filepath.Join(dir, "two.yaml")
+	if err := os.WriteFile(twoDocs, []byte(edited+"---\nversion: 1\nplans: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := portal("plans", "diff", twoDocs); err == nil || !strings.Contains(err.Error(), "a second YAML document") || errors.As(err, &coded) {
+		t.Fatalf("diff of a file with two documents: %v", err)
 	}
 	for _, args := range [][]string{{"plans"}, {"plans", "sideways"}, {"plans", "apply"}, {"plans", "export", "--format", "toml"}} {
 		if _, err := portal(args...); err == nil {

@@ -38,7 +38,7 @@ func runUsers(ctx context.Context, cfg Config, args []string, stdout io.Writer) 
 
 	// The password goes to stdout once: logs must not carry it, nor mix
 	// into the output a script reads.
-	st, err := openStore(ctx, cfg, slog.New(slog.DiscardHandler))
+	st, err := openPortalStore(ctx, cfg, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		return err
 	}

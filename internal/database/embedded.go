@@ -27,6 +27,10 @@ import (
 // cannot be created, written or reached; the fix is another PORTAL_DATA_DIR.
 var ErrDataDir = errors.New("data directory unusable")
 
+// ErrNoCluster is returned (wrapped) by StartEmbedded with Existing and by
+// RunningEmbedded when the data directory holds no cluster.
+var ErrNoCluster = errors.New("no embedded postgres cluster")
+
 // ErrNoBinaries is returned (wrapped) when no PostgreSQL binaries are
 // installed and none could be downloaded.
 var ErrNoBinaries = errors.New("no PostgreSQL binaries")
@@ -46,6 +50,11 @@ type EmbeddedConfig struct {
 	// NoSync skips initdb's final fsync. Only for clusters whose loss on a
 	// power cut does not matter (tests).
 	NoSync bool
+	// Existing refuses to create a cluster: StartEmbedded returns
+	// ErrNoCluster when DataDir holds none. For commands that work on a
+	// portal's data, which must never silently start a second, empty
+	// database.
+	Existing bool
 	// StartTimeout bounds initdb plus startup; 0 means 60 seconds.
 	StartTimeout time.Duration
 	Logger       *slog.Logger
@@ -95,6 +104,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	if cfg.Existing {
+		if err := clusterExists(dataDir); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: create %s: %v", ErrDataDir, dataDir, err)
@@ -161,6 +175,64 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	e.url = embeddedURL(port, state.Password, embeddedDatabase)
 	cfg.Logger.Info("embedded postgres ready", "data_dir", pgData, "addr", fmt.Sprintf("127.0.0.1:%d", port), "postgres_major", major)
 	return e, nil
+}
+
+// clusterExists returns nil when dataDir holds a cluster, else ErrNoCluster
+// (wrapped, naming the directory).
+func clusterExists(dataDir string) error {
+	_, err := os.Stat(filepath.Join(dataDir, "postgres", "PG_VERSION"))
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w in %s", ErrNoCluster, dataDir)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	return nil
+}
+
+// RunningEmbedded returns the connection URL of Sluice's database on the
+// embedded server that another process (a serving portal) runs on the
+// cluster in dataDir, so a command run beside that portal uses the same
+// database rather than failing on the lock or starting a second server.
+// running is false when the cluster exists but no server runs on it;
+// ErrNoCluster (wrapped) when dataDir holds no cluster. The URL contains
+// the password: never log it.
+func RunningEmbedded(dataDir string) (url string, running bool, err error) {
+	dataDir, err = filepath.Abs(dataDir)
+	if err != nil {
+		return "", false, fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	if err := clusterExists(dataDir); err != nil {
+		return "", false, err
+	}
+	// postmaster.pid: the server's pid on line 1, its port on line 4.
+	b, err := os.ReadFile(filepath.Join(dataDir, "postgres", "postmaster.pid"))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 {
+		return "", false, nil // a server still writing its pid file, or a stale one
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pid <= 0 || !isPostgresProcess(pid) {
+		return "", false, nil
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(lines[3]))
+	if err != nil || port <= 0 {
+		return "", false, fmt.Errorf("%w: %s/postgres/postmaster.pid names no port", ErrDataDir, dataDir)
+	}
+	st, err := loadState(dataDir)
+	if err != nil {
+		return "", false, err
+	}
+	if st.Password == "" {
+		return "", false, fmt.Errorf("%w: %s/postgres.json holds no password", ErrDataDir, dataDir)
+	}
+	return embeddedURL(port, st.Password, embeddedDatabase), true, nil
 }
 
 // URL is the connection URL of Sluice's database on the server. It contains

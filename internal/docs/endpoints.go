@@ -62,8 +62,9 @@ func SampleAPI() []Endpoint {
 				"your connection: starts_at and Sluice-Queue-Delay-Ms say when it will run.",
 			"/api/reports", `{"query":"lantern"}`, 202),
 		endpoint(sampleapi.RouteJob, "getJob", "Get a report's status",
-			"The status of a report you started, and its result once done.",
-			"/api/jobs/r_7Hq2xK", "", 200,
+			"The status of a report you started, and its result once done. The job id is the last "+
+				"part of the Location (and status_url) that POST /api/reports answered with: set JOB_ID to it.",
+			"/api/jobs/$JOB_ID", "", 200,
 			Param{Name: "id", In: "path", Description: "The job id from POST /api/reports.", Required: true, Type: "string"}),
 		{
 			Route: sampleapi.RouteStatus, Method: "GET", Path: "/api/rate-limit-status",

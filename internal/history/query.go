@@ -240,6 +240,11 @@ func (q *Reader) Top(ctx context.Context, f Filter, dim Dimension, res Resolutio
 		return nil, fmt.Errorf("usage history: unknown dimension %q", dim)
 	}
 	table, at := res.table()
+	if dim == ByAddress {
+		// Address blocks are anonymous traffic's: keyed requests record
+		// no address and are not "other addresses".
+		f.Anonymous = true
+	}
 	cond, args := f.where()
 	sql := fmt.Sprintf(`SELECT %[4]s AS label, %[6]s AS value, sum(h.admitted)::bigint AS admitted, sum(h.rejected)::bigint AS rejected
 FROM %[1]s h

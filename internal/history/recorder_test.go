@@ -264,8 +264,24 @@ func TestRecorderBoundsAnonymousAddresses(t *testing.T) {
 	for i := range 10 {
 		r.RecordDecision(enforce.Caller{Subject: fmt.Sprintf("ip:10.%d.0.1", i), Plan: "anonymous"}, "", 1, true)
 	}
+	// Keyed traffic has no address block: it is no part of the anonymous
+	// table, not even as "other addresses", filtered or not.
+	for range 5 {
+		r.RecordDecision(enforce.Caller{Subject: "dev:3", KeyID: 9, UserID: 3, Plan: "pro"}, "GET /api/search", 1, true)
+	}
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+	unfiltered, err := history.NewReader(pool).Top(ctx, history.Filter{}, history.ByAddress, history.Minute, clk.Now().Add(-time.Hour), clk.Now().Add(time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all int64
+	for _, b := range unfiltered {
+		all += b.Admitted
+	}
+	if all != 10 {
+		t.Errorf("the address table of all traffic counts %d requests (%+v), want the 10 anonymous ones", all, unfiltered)
 	}
 	top, err := history.NewReader(pool).Top(ctx, history.Filter{Anonymous: true}, history.ByAddress, history.Minute, clk.Now().Add(-time.Hour), clk.Now().Add(time.Minute), 10)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"regexp"
 	"slices"
@@ -139,12 +140,27 @@ func Decode(name string, data []byte) (*Parsed, error) {
 		return fail(0, "", "the file is %d bytes; at most %d", len(data), MaxFileBytes)
 	}
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	docs := yaml.NewDecoder(bytes.NewReader(data))
+	if err := docs.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		line := 0
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
 		return fail(line, "", "not valid YAML or JSON: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	// A second document (after "---") would be silently ignored by a
+	// plain unmarshal: its plans would look applied and never be.
+	var next yaml.Node
+	switch err := docs.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return fail(0, "", "not valid YAML or JSON after the first document: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	default:
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return fail(line, "", "a second YAML document (after ---): a plans file is one document; merge its plans and services into the first")
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return fail(1, "", "the file is empty: want a mapping with version, services and plans")

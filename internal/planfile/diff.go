@@ -80,8 +80,28 @@ func show(v any) string {
 	case string:
 		return fmt.Sprintf("%q", x)
 	case Tier:
-		return fmt.Sprintf("%s %d per %ds on %q (burst %d, cost %d, %s)", x.Algorithm, x.Limit, x.WindowSeconds,
-			x.Route, x.Burst, x.Cost, x.Mode)
+		var b strings.Builder
+		switch x.Algorithm {
+		case "quota":
+			fmt.Fprintf(&b, "quota %d per %s", x.Limit, x.Period)
+		case "concurrency":
+			fmt.Fprintf(&b, "concurrency %d in flight", x.Limit)
+		default:
+			fmt.Fprintf(&b, "%s %d per %ds", x.Algorithm, x.Limit, x.WindowSeconds)
+		}
+		where := "plan-wide"
+		if x.Route != "" {
+			where = fmt.Sprintf("on %q", x.Route)
+		}
+		fmt.Fprintf(&b, " %s (", where)
+		if x.Algorithm == "token_bucket" || x.Algorithm == "leaky_bucket" {
+			fmt.Fprintf(&b, "burst %d, ", x.Burst)
+		}
+		if x.Algorithm != "concurrency" {
+			fmt.Fprintf(&b, "cost %d, ", x.Cost)
+		}
+		fmt.Fprintf(&b, "%s, per %s)", x.Mode, x.CountPer)
+		return b.String()
 	}
 	return fmt.Sprint(v)
 }

@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
 )
@@ -54,15 +55,18 @@ type Plan struct {
 	Limits   []Tier `yaml:"limits" json:"limits"`
 }
 
-// Tier is one limit tier of a plan, in the plan's display order.
+// Tier is one limit tier of a plan, in the plan's display order. An export
+// writes only the fields the tier's algorithm reads: no window for a quota
+// (it renews by its period) or a concurrency limit, a burst only for the
+// two buckets, no cost for a concurrency limit (one request, one slot).
 type Tier struct {
 	Name          string `yaml:"name" json:"name"`
 	Route         string `yaml:"route" json:"route"`
 	Algorithm     string `yaml:"algorithm" json:"algorithm"`
 	Limit         int64  `yaml:"limit" json:"limit"`
-	WindowSeconds int64  `yaml:"window_seconds" json:"window_seconds"`
-	Burst         int64  `yaml:"burst" json:"burst"`
-	Cost          int64  `yaml:"cost" json:"cost"`
+	WindowSeconds int64  `yaml:"window_seconds,omitempty" json:"window_seconds,omitempty"`
+	Burst         int64  `yaml:"burst,omitempty" json:"burst,omitempty"`
+	Cost          int64  `yaml:"cost,omitempty" json:"cost,omitempty"`
 	Mode          string `yaml:"mode" json:"mode"`
 	// Period is a quota's renewal period (day, month or year); empty, and
 	// left out, for the other algorithms.
@@ -89,25 +93,10 @@ func (p Plan) Input() plans.PlanInput {
 			Limit: t.Limit, WindowSeconds: t.WindowSeconds, Burst: t.Burst, Cost: t.Cost, Period: t.Period,
 			CountPer: strings.TrimSpace(t.CountPer),
 		}
-		// The documented defaults, filled here so that a file that leaves
-		// them out and the export that writes them compare equal.
-		if in.Limits[i].Cost == 0 {
-			in.Limits[i].Cost = 1
-		}
-		if in.Limits[i].Mode == "" {
-			in.Limits[i].Mode = "reject"
-		}
-		if in.Limits[i].CountPer == "" {
-			in.Limits[i].CountPer = plans.DefaultCountPer(in.Limits[i].Route)
-		}
-		if in.Limits[i].Algorithm == "quota" && in.Limits[i].WindowSeconds == 0 {
-			in.Limits[i].WindowSeconds = 86400 // unused: a quota renews by its period, as plans stores it
-		}
-		if in.Limits[i].Algorithm == "concurrency" && in.Limits[i].WindowSeconds == 0 {
-			in.Limits[i].WindowSeconds = 60 // unused: requests in flight, as plans stores it
-		}
 	}
-	return in
+	// The documented defaults, filled as the plans package fills them, so
+	// that a file that leaves them out and the export compare equal.
+	return in.Normalized()
 }
 
 // Input is the service as the services package validates and stores it.
@@ -146,8 +135,16 @@ func FromState(ps []plans.Plan, ss []services.Service) File {
 		for _, l := range p.Limits {
 			t := Tier{
 				Name: l.Name, Route: l.Route, Algorithm: string(l.Algorithm), Limit: l.Limit,
-				WindowSeconds: int64(l.Window / time.Second), Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode),
-				Period: string(l.Period),
+				Cost: l.Cost, Mode: string(l.Mode), Period: string(l.Period),
+			}
+			if plans.UsesWindow(l.Algorithm) {
+				t.WindowSeconds = int64(l.Window / time.Second)
+			}
+			if plans.UsesBurst(l.Algorithm) {
+				t.Burst = l.Burst
+			}
+			if l.Algorithm == enforce.Concurrency {
+				t.Cost = 0
 			}
 			// Only a tier that departs from the usual rule says whose
 			// state it counts, so files written before count_per stay

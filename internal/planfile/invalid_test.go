@@ -55,6 +55,8 @@ func TestInvalidFiles(t *testing.T) {
 		{"RouteWithoutMethod", "version: 1\nservices:\n  - slug: shop\n    name: Shop\n    routes:\n      - /cart\n", 6, "services[0].routes[0]", "needs a method"},
 		{"RouteOfAnotherService", "version: 1\nservices:\n  - slug: shop\n    name: Shop\n    routes:\n      - GET /invoices/{id}\n", 6, "services[0].routes[0]", "conflicts with another service's route"},
 		{"HostOfAnotherService", "version: 1\nservices:\n  - slug: shop\n    name: Shop\n    hosts: [billing.example.com]\n", 5, "services[0].hosts[0]", `host of service "billing"`},
+		{"SecondDocument", plan + "---\n" + strings.Replace(plan, "gold", "silver", 1), 12, "", "a second YAML document"},
+		{"DuplicateQuota", plan + "      - name: day\n        algorithm: quota\n        period: day\n        limit: 5\n      - name: daily\n        algorithm: quota\n        period: day\n        limit: 9\n", 15, "plans[0].limits[2].route", "same route, algorithm and period"},
 		{"DuplicateLimitName", plan + "      - name: search\n        algorithm: fixed_window\n        limit: 5\n        window_seconds: 1\n", 11, "plans[0].limits[1].name", "duplicates the name"},
 	}
 	before := export(t, s, planfile.JSON)

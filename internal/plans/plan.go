@@ -7,6 +7,7 @@ package plans
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -119,9 +120,34 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// PolicyName is the name clients see for limit name in plan planSlug.
+// PolicyName is the name clients see for limit name in plan planSlug, and
+// the name of its counters: "<planSlug>-<name>", so that two plans'
+// counters never collide, except that a name the operator already began
+// with the plan's slug is shown as typed: "team-day" in plan "team" is
+// "team-day", not "team-team-day". PolicyConflicts keeps two tiers of a plan
+// from meeting on one name ("day" and "team-day" in plan "team").
 func PolicyName(planSlug, limitName string) string {
+	if limitName == planSlug || strings.HasPrefix(limitName, planSlug+"-") {
+		return limitName
+	}
 	return planSlug + "-" + limitName
+}
+
+// PolicyConflicts returns a problem for every tier (by index, field
+// prefix + "name") whose policy name in plan planSlug is another tier's.
+func PolicyConflicts(prefix, planSlug string, names []string) []FieldError {
+	var errs []FieldError
+	seen := map[string]int{}
+	for i, n := range names {
+		policy := PolicyName(planSlug, n)
+		if j, dup := seen[policy]; dup && names[j] != n {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("%s[%d].name", prefix, i),
+				Message: fmt.Sprintf("clients would see it as %q, the name of %s[%d] (%q) too: choose another name", policy, prefix, j, names[j])})
+			continue
+		}
+		seen[policy] = i
+	}
+	return errs
 }
 
 // Enforce converts the tier into the engine's limit, named
@@ -233,13 +259,37 @@ func (in LimitInput) normalized() LimitInput {
 	if in.CountPer == "" {
 		in.CountPer = DefaultCountPer(in.Route)
 	}
-	if in.Algorithm == string(enforce.Quota) && in.WindowSeconds == 0 {
-		in.WindowSeconds = 86400 // unused: a quota renews by its period
-	}
-	if in.Algorithm == string(enforce.Concurrency) && in.WindowSeconds == 0 {
-		in.WindowSeconds = 60 // unused: a concurrency limit counts requests in flight
+	if w, fixed := fixedWindow(enforce.Algorithm(in.Algorithm)); fixed {
+		in.WindowSeconds = int64(w / time.Second)
 	}
 	return in
+}
+
+// fixedWindow is the window stored for an algorithm that has no use for
+// one: a quota renews by its period, a concurrency limit counts requests in
+// flight. Whatever was submitted (or stored by an older version) is
+// replaced by it, so two tiers that decide alike compare equal and a plans
+// file need not name a window for them.
+func fixedWindow(a enforce.Algorithm) (time.Duration, bool) {
+	switch a {
+	case enforce.Quota:
+		return 24 * time.Hour, true
+	case enforce.Concurrency:
+		return time.Minute, true
+	}
+	return 0, false
+}
+
+// UsesWindow reports whether the algorithm reads a tier's window (every
+// algorithm but quota and concurrency).
+func UsesWindow(a enforce.Algorithm) bool {
+	_, fixed := fixedWindow(a)
+	return !fixed
+}
+
+// UsesBurst reports whether the algorithm reads a tier's burst.
+func UsesBurst(a enforce.Algorithm) bool {
+	return a == enforce.TokenBucket || a == enforce.LeakyBucket
 }
 
 // Enforce converts a (valid) input, such as a key's override, into the
@@ -282,6 +332,12 @@ type PlanCounts struct {
 	KeysOnPlan       int `json:"keys_on_plan"`
 	DevelopersOnPlan int `json:"developers_on_plan"`
 }
+
+// Normalized is the input as it is validated and stored: names trimmed,
+// every limit's documented defaults filled and the window of a quota or
+// concurrency limit fixed. Two inputs that store the same plan are equal
+// once normalized.
+func (in PlanInput) Normalized() PlanInput { return in.normalized() }
 
 // normalized fills the documented defaults of every limit.
 func (in PlanInput) normalized() PlanInput {

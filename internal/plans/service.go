@@ -131,13 +131,17 @@ type limitRow struct {
 }
 
 func (r limitRow) limit() Limit {
+	window := time.Duration(r.WindowMS) * time.Millisecond
+	if w, fixed := fixedWindow(enforce.Algorithm(r.Algorithm)); fixed {
+		window = w
+	}
 	return Limit{
 		ID:        r.ID,
 		Name:      r.Name,
 		Route:     r.Route,
 		Algorithm: enforce.Algorithm(r.Algorithm),
 		Limit:     r.LimitCount,
-		Window:    time.Duration(r.WindowMS) * time.Millisecond,
+		Window:    window,
 		Burst:     r.Burst,
 		Cost:      r.Cost,
 		Mode:      enforce.Mode(r.Mode),
@@ -591,8 +595,18 @@ func (s *Service) editLimits(ctx context.Context, planID int64, planVersion int,
 		if _, err := tx.Exec(ctx, bumpPlan, planID); err != nil {
 			return fmt.Errorf("bump plan version: %w", err)
 		}
-		updated, err = getPlan(ctx, tx, "WHERE id = $1", planID)
-		return err
+		if updated, err = getPlan(ctx, tx, "WHERE id = $1", planID); err != nil {
+			return err
+		}
+		names := make([]string, len(updated.Limits))
+		for i, l := range updated.Limits {
+			names[i] = l.Name
+		}
+		if errs := PolicyConflicts("limits", updated.Slug, names); len(errs) > 0 {
+			// The form edits one tier: name its field alone.
+			return &ValidationError{Fields: []FieldError{{Field: "name", Message: errs[0].Message}}}
+		}
+		return nil
 	})
 	if err != nil {
 		var ve *ValidationError

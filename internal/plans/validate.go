@@ -96,6 +96,11 @@ func Validate(in PlanInput, routes []string) error {
 		add("limits", "at most %d limits per plan", MaxLimitsPerPlan)
 	}
 	errs = append(errs, ValidateLimits("limits", in.Limits, routes)...)
+	names := make([]string, len(in.Limits))
+	for i, l := range in.Limits {
+		names[i] = strings.TrimSpace(l.Name)
+	}
+	errs = append(errs, PolicyConflicts("limits", strings.TrimSpace(in.Slug), names)...)
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}
 	}
@@ -107,8 +112,8 @@ func Validate(in PlanInput, routes []string) error {
 func ValidateLimits(field string, limits []LimitInput, routes []string) []FieldError {
 	var errs []FieldError
 	type shape struct {
-		route, algorithm, countPer string
-		window                     int64
+		route, algorithm, countPer, period string
+		window                             int64
 	}
 	names := map[string]int{}
 	shapes := map[shape]int{}
@@ -122,10 +127,16 @@ func ValidateLimits(field string, limits []LimitInput, routes []string) []FieldE
 		} else {
 			names[l.Name] = i
 		}
-		s := shape{l.Route, l.Algorithm, l.CountPer, l.WindowSeconds}
+		// A quota's period is its window: a day and a month quota on one
+		// route are two tiers, not one twice.
+		s := shape{l.Route, l.Algorithm, l.CountPer, l.Period, l.WindowSeconds}
 		if j, dup := shapes[s]; dup {
+			what := "window"
+			if l.Algorithm == string(enforce.Quota) {
+				what = "period"
+			}
 			errs = append(errs, FieldError{Field: prefix + "route",
-				Message: fmt.Sprintf("duplicates %s[%d]: same route, algorithm and window", field, j)})
+				Message: fmt.Sprintf("duplicates %s[%d]: same route, algorithm and %s", field, j, what)})
 		} else {
 			shapes[s] = i
 		}

@@ -139,3 +139,33 @@ func TestValidate(t *testing.T) {
 		}
 	})
 }
+
+// TestPolicyNameAsTyped: a tier named with its plan's slug is shown as
+// typed, any other is prefixed, and a plan whose two tiers would meet on
+// one name is refused naming the second.
+func TestPolicyNameAsTyped(t *testing.T) {
+	for _, c := range []struct{ plan, tier, want string }{
+		{"team", "team-day", "team-day"},
+		{"team", "day", "team-day"},
+		{"team", "team", "team"},
+		{"team", "teams-day", "team-teams-day"},
+		{"pro", "search", "pro-search"},
+	} {
+		if got := plans.PolicyName(c.plan, c.tier); got != c.want {
+			t.Errorf("PolicyName(%q, %q) = %q, want %q", c.plan, c.tier, got, c.want)
+		}
+	}
+	in := plans.PlanInput{Slug: "team", Name: "Team", Limits: []plans.LimitInput{
+		{Name: "day", Algorithm: "quota", Period: "day", Limit: 10},
+		{Name: "team-day", Algorithm: "quota", Period: "month", Limit: 100},
+	}}
+	err := plans.Validate(in, nil)
+	var ve *plans.ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "limits[1].name" || !strings.Contains(ve.Fields[0].Message, `"team-day"`) {
+		t.Fatalf("two tiers meeting on team-day: %v", err)
+	}
+	in.Limits[0].Name = "daily"
+	if err := plans.Validate(in, nil); err != nil {
+		t.Fatalf("daily and team-day: %v", err)
+	}
+}
