@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/keyverify"
+	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
@@ -97,6 +98,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		// Redis), which the playground's recorder writes through as well.
 		dashboardClient redis.UniversalClient
 		closers         []func()
+		quotaLedger     *ledger.Ledger
 	)
 	if d.redis != nil {
 		// The dashboards read (and the usage series are written) through a
@@ -134,10 +136,20 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
 		}
 		counters, limiter, dashboard = rs, enforce.NewFailoverStore(rs, fo), ds
+		lo := ledger.Options{Shared: rs, Instances: int64(d.cfg.Instances), Logger: d.logger}
+		if fo.Local != nil {
+			lo.Local = fo.Local.(*enforce.MemoryStore)
+		}
+		quotaLedger = ledger.New(limiter, d.pool, lo)
 	} else {
 		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
 		counters, limiter = mem, mem
+		quotaLedger = ledger.New(mem, d.pool, ledger.Options{Shared: mem, Logger: d.logger})
 	}
+	// Quotas are durable: every decision goes through the ledger, which
+	// records quota consumption in Postgres and rebuilds a counter the
+	// store lost (docs/failure.md, "Quotas survive a Redis restart").
+	limiter = quotaLedger
 
 	// Regions: this region's share of every limit, or its own counts plus
 	// its peers' (PORTAL_REGION_MODE); shared passes decisions through.
@@ -185,6 +197,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = regions.Run(bg) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = quotaLedger.Run(bg) }()
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = holder.Run(bg) }()
 	go func() { defer wg.Done(); _ = lastUsed.Run(bg) }()
