@@ -132,14 +132,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		fo := enforce.FailoverOptions{
 			Timeout: d.cfg.RedisTimeout, Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics,
 		}
+		lo := ledger.Options{Shared: rs, Logger: d.logger}
 		if d.cfg.RedisFailureMode == enforce.FailLocal {
-			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
+			mem := enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
+			// A sync region whose own Redis is down holds to its share.
+			fo.Local, lo.Local = region.LocalShare(mem, d.cfg.Region), mem
 		}
 		counters, limiter, dashboard = rs, enforce.NewFailoverStore(rs, fo), ds
-		lo := ledger.Options{Shared: rs, Instances: int64(d.cfg.Instances), Logger: d.logger}
-		if fo.Local != nil {
-			lo.Local = fo.Local.(*enforce.MemoryStore)
-		}
 		quotaLedger = ledger.New(limiter, d.pool, lo)
 	} else {
 		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})

@@ -61,8 +61,6 @@ type Options struct {
 	Shared Adjuster
 	// Local is a FailoverStore's local store, nil without one.
 	Local Adjuster
-	// Instances is what the FailoverStore divides each limit by locally.
-	Instances int64
 	// FlushInterval is how often the tally is written (DefaultFlushInterval).
 	FlushInterval time.Duration
 	Logger        *slog.Logger
@@ -86,13 +84,12 @@ type entry struct {
 // rebuilding lost quota counters from it. Create it with New, start it
 // with Run.
 type Ledger struct {
-	inner     enforce.Store
-	pool      *pgxpool.Pool
-	shared    Adjuster
-	local     Adjuster
-	instances int64
-	every     time.Duration
-	log       *slog.Logger
+	inner  enforce.Store
+	pool   *pgxpool.Pool
+	shared Adjuster
+	local  Adjuster
+	every  time.Duration
+	log    *slog.Logger
 
 	mu sync.Mutex
 	// tally is consumption not yet written; flushing is the batch being
@@ -111,10 +108,9 @@ type Ledger struct {
 func New(inner enforce.Store, pool *pgxpool.Pool, opts Options) *Ledger {
 	l := &Ledger{
 		inner: inner, pool: pool, shared: opts.Shared, local: opts.Local,
-		instances: max(opts.Instances, 1),
-		every:     cmp.Or(opts.FlushInterval, DefaultFlushInterval),
-		log:       opts.Logger,
-		tally:     map[key]*entry{}, flushing: map[key]*entry{},
+		every: cmp.Or(opts.FlushInterval, DefaultFlushInterval),
+		log:   opts.Logger,
+		tally: map[key]*entry{}, flushing: map[key]*entry{},
 		debt: map[key]*entry{}, synced: map[key]uint64{},
 	}
 	if l.log == nil {
@@ -304,11 +300,12 @@ func (l *Ledger) syncLocal(ctx context.Context, req enforce.Request, i int, k ke
 		l.log.Warn("local quota counter not set from the ledger", "subject", k.subject, "quota", k.quota, "err", err)
 		return consumed
 	}
-	// The local store decided on the limit divided by the instances; each
-	// instance gets that share of what is left.
-	share := lr.Limit.Limit
-	left := max(req.Limits[i].Limit-u, 0)
-	base := max(share-(left+l.instances-1)/l.instances, 0)
+	// The local store decided on its share of the limit (divided by the
+	// instances, and by a sync region's weight); it gets that share of
+	// what is left.
+	share, full := lr.Limit.Limit, max(req.Limits[i].Limit, 1)
+	left := max(full-u, 0)
+	base := max(share-(left*share+full-1)/full, 0)
 	want := base
 	fits := true
 	if consumed {

@@ -190,7 +190,7 @@ func TestLocalAdmissionsAreCountedAndWrittenBack(t *testing.T) {
 		sw := &switchable{Store: in.redis}
 		mem := enforce.NewMemoryStore(enforce.MemoryOptions{})
 		fo := enforce.NewFailoverStore(sw, enforce.FailoverOptions{Local: mem, Instances: instances, Cooldown: time.Millisecond})
-		return sw, in.redis, ledger.New(fo, pool, ledger.Options{Shared: in.redis, Local: mem, Instances: instances})
+		return sw, in.redis, ledger.New(fo, pool, ledger.Options{Shared: in.redis, Local: mem})
 	}
 
 	t.Run("CutOffThenBack", func(t *testing.T) {
