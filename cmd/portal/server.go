@@ -62,6 +62,9 @@ type serverDeps struct {
 	// (PORTAL_PROXY_ADDR); proxyOrigin says where the proxy is reached.
 	proxy       *http.ServeMux
 	proxyOrigin gateway.ProxyOrigin
+	// draining, when set, is closed as the server starts shutting down:
+	// the guards' long polls then end at once.
+	draining *drain
 }
 
 // protectedRoutes are the ServeMux patterns of the sample API that plan
@@ -303,7 +306,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	})))
 	mux.Handle(keyverify.OpenAPIPath, keyverify.OpenAPI())
 	// Programs enforcing with the guard package fetch the policy here.
-	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger)))
+	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", endOnDrain(gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger), d.draining)))
 	// Services with an upstream URL: on the proxy's own listener, by host
 	// name and by path, and by host name (sandboxed) around the whole mux
 	// below. The console's own origin never serves an upstream's content:
