@@ -3,6 +3,7 @@ package ledger
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -99,10 +100,12 @@ func (l *Ledger) Flush(ctx context.Context) error {
 	return nil
 }
 
-// WriteBack adds the local admissions of past outages to the shared
-// counters, once the shared store answers again. A counter the shared
-// store lost meanwhile is rebuilt from the ledger instead (which holds
-// them).
+// WriteBack brings the shared counters of the quotas admitted locally in
+// past outages up to the ledger, once the shared store answers again: a
+// counter below the ledger's figure (its row plus this instance's tally)
+// gets the difference, so admissions another instance or a rebuild already
+// put back are not added twice. Run calls it after each flush; a quota
+// whose row is not yet written (Postgres down) waits for the next.
 func (l *Ledger) WriteBack(ctx context.Context) {
 	l.mu.Lock()
 	if l.inOutage || len(l.debt) == 0 {
@@ -118,7 +121,7 @@ func (l *Ledger) WriteBack(ctx context.Context) {
 		if e.end <= now {
 			continue // the period is over
 		}
-		got, err := l.shared.AddQuota(ctx, e.req, e.units)
+		err := l.reconcile(ctx, k, e)
 		if err != nil {
 			l.mu.Lock()
 			if t := l.debt[k]; t != nil {
@@ -128,20 +131,35 @@ func (l *Ledger) WriteBack(ctx context.Context) {
 			}
 			l.mu.Unlock()
 			l.log.Warn("local quota admissions not yet written back; retried", "subject", k.subject, "quota", k.quota, "err", err)
-			continue
 		}
-		lim := e.req.Limits[0].Limit
-		if got.Remaining == max(lim-e.units, 0) && lim-e.units >= 0 {
-			// The counter held nothing before: rebuild it to the ledger's
-			// figure, which includes these units.
-			u, err := l.used(ctx, k)
-			if err == nil && u > e.units {
-				_, err = l.shared.AddQuota(ctx, e.req, u-e.units)
-			}
-			if err != nil {
-				l.log.Warn("quota counter found empty on write-back; not rebuilt", "subject", k.subject, "quota", k.quota, "err", err)
-			}
-		}
-		l.log.Info("local quota admissions written back", "subject", k.subject, "quota", k.quota, "units", e.units)
 	}
+}
+
+// reconcile raises k's shared counter to the ledger's figure.
+func (l *Ledger) reconcile(ctx context.Context, k key, e *entry) error {
+	l.mu.Lock()
+	unflushed := l.tally[k] != nil || l.flushing[k] != nil
+	l.mu.Unlock()
+	if unflushed {
+		return errors.New("the tally is not yet in the ledger")
+	}
+	u, err := l.used(ctx, k)
+	if err != nil {
+		return err
+	}
+	d, err := l.shared.Peek(ctx, e.req)
+	if err != nil {
+		return err
+	}
+	lim := e.req.Limits[0].Limit
+	if d.Layers[0].Remaining <= 0 {
+		return nil // exhausted: more counts change nothing
+	}
+	if add := u - (lim - d.Layers[0].Remaining); add > 0 {
+		if _, err := l.shared.AddQuota(ctx, e.req, add); err != nil {
+			return err
+		}
+		l.log.Info("local quota admissions written back", "subject", k.subject, "quota", k.quota, "units", add)
+	}
+	return nil
 }

@@ -49,6 +49,7 @@ const pruneAfter = 24 * time.Hour
 // Adjuster is what a counting store offers for quotas outside decisions
 // (both enforce stores implement it).
 type Adjuster interface {
+	Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error)
 	AddQuota(ctx context.Context, req enforce.Request, units int64) (enforce.LayerResult, error)
 	GrantQuota(ctx context.Context, req enforce.Request, units int64) (enforce.LayerResult, error)
 	ResetQuota(ctx context.Context, req enforce.Request) (enforce.LayerResult, error)
@@ -346,14 +347,11 @@ func adjust(ctx context.Context, a Adjuster, req enforce.Request, n int64) (enfo
 		return a.GrantQuota(ctx, req, -n)
 	}
 	// Nothing to change: read the layer as it stands.
-	if s, ok := a.(enforce.Store); ok {
-		d, err := s.Peek(ctx, req)
-		if err != nil {
-			return enforce.LayerResult{}, err
-		}
-		return d.Layers[0], nil
+	d, err := a.Peek(ctx, req)
+	if err != nil {
+		return enforce.LayerResult{}, err
 	}
-	return enforce.LayerResult{}, nil
+	return d.Layers[0], nil
 }
 
 // add tallies cost units of k; a local admission is also owed to the

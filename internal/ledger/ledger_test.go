@@ -210,7 +210,11 @@ func TestLocalAdmissionsAreCountedAndWrittenBack(t *testing.T) {
 		if err != nil || d.Local {
 			t.Fatalf("back on Redis: local %v (%v)", d.Local, err)
 		}
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 		l.WriteBack(ctx)
+		l.WriteBack(ctx) // a second pass adds nothing
 		p, err := rs.Peek(ctx, req)
 		if want := int64(limit - spent - 3 - 1); err != nil || p.Layers[0].Remaining != want {
 			t.Fatalf("Redis's counter after the write-back: remaining %d (%v), want %d", p.Layers[0].Remaining, err, want)
@@ -229,6 +233,9 @@ func TestLocalAdmissionsAreCountedAndWrittenBack(t *testing.T) {
 		d := allowAfterRestart(t, l, req)
 		if d.Local || d.Layers[0].Remaining != limit-spent-3-1 {
 			t.Fatalf("after the restart: local %v, remaining %d; want Redis's, remaining %d", d.Local, d.Layers[0].Remaining, limit-spent-3-1)
+		}
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
 		}
 		l.WriteBack(ctx) // owes nothing: the rebuild held the local admissions
 		d = allowAfterRestart(t, l, req)
