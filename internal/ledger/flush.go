@@ -108,7 +108,7 @@ func (l *Ledger) Flush(ctx context.Context) error {
 // whose row is not yet written (Postgres down) waits for the next.
 func (l *Ledger) WriteBack(ctx context.Context) {
 	l.mu.Lock()
-	if l.inOutage || len(l.debt) == 0 {
+	if l.inOutage.Load() || len(l.debt) == 0 {
 		l.mu.Unlock()
 		return
 	}

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,6 +87,7 @@ type entry struct {
 // with Run.
 type Ledger struct {
 	inner  enforce.Store
+	into   layersAllower // inner, when it can
 	pool   *pgxpool.Pool
 	shared Adjuster
 	local  Adjuster
@@ -98,11 +100,14 @@ type Ledger struct {
 	tally, flushing map[key]*entry
 	// debt is local admissions not yet added to the shared counters.
 	debt map[key]*entry
-	// outage numbers the runs of local decisions; synced says which run a
-	// key's local counter was set from the ledger in.
-	outage   uint64
-	inOutage bool
-	synced   map[key]uint64
+	// synced says which run of local decisions (outage) a key's local
+	// counter was set from the ledger in.
+	synced map[key]uint64
+
+	// outage numbers the runs of local decisions; inOutage is whether the
+	// latest decision was local. Read on every decision without the lock.
+	outage   atomic.Uint64
+	inOutage atomic.Bool
 }
 
 // New wraps inner, recording into pool.
@@ -117,7 +122,13 @@ func New(inner enforce.Store, pool *pgxpool.Pool, opts Options) *Ledger {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	l.into, _ = inner.(layersAllower)
 	return l
+}
+
+// layersAllower is the stores' Allow into the caller's layers.
+type layersAllower interface {
+	AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error)
 }
 
 // Unwrap returns the wrapped store.
@@ -135,13 +146,10 @@ func (l *Ledger) Allow(ctx context.Context, req enforce.Request) (enforce.Decisi
 
 // AllowInto is Allow into layers, when the wrapped store can.
 func (l *Ledger) AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
-	into, ok := l.inner.(interface {
-		AllowInto(context.Context, enforce.Request, []enforce.LayerResult) (enforce.Decision, error)
-	})
-	if !ok {
+	if l.into == nil {
 		return l.Allow(ctx, req)
 	}
-	d, err := into.AllowInto(ctx, req, layers)
+	d, err := l.into.AllowInto(ctx, req, layers)
 	if err != nil {
 		return d, err
 	}
@@ -192,13 +200,15 @@ func (l *Ledger) settle(ctx context.Context, req enforce.Request, d enforce.Deci
 // observe notes whether the latest decision was local, and returns the
 // number of the current run of local decisions.
 func (l *Ledger) observe(local bool) uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if local && !l.inOutage {
-		l.outage++
+	if l.inOutage.Load() != local {
+		l.mu.Lock()
+		if local && !l.inOutage.Load() {
+			l.outage.Add(1)
+		}
+		l.inOutage.Store(local)
+		l.mu.Unlock()
 	}
-	l.inOutage = local
-	return l.outage
+	return l.outage.Load()
 }
 
 func hasQuota(req enforce.Request) bool {
@@ -220,7 +230,9 @@ func keyOf(req enforce.Request, i int, lr *enforce.LayerResult, at time.Time) (k
 	start := end.Add(-lr.Period)
 	l := req.Limits[i]
 	k := key{subject: req.Subject, quota: l.Name, start: start.UnixMicro()}
-	one := enforce.Request{Subject: req.Subject, Route: req.Route, Limits: []enforce.Limit{l}, Anchor: req.Anchor}
+	// The caller's own limit, not a copy: add copies it into an entry it
+	// keeps, so a decision allocates nothing here.
+	one := enforce.Request{Subject: req.Subject, Route: req.Route, Limits: req.Limits[i : i+1 : i+1], Anchor: req.Anchor}
 	if l.PerKey {
 		k.scope = req.Key
 		one.Key = req.Key
@@ -363,6 +375,7 @@ func (l *Ledger) add(k key, e entry, cost int64, local bool) {
 		t := m[k]
 		if t == nil {
 			t = &entry{end: e.end, req: e.req}
+			t.req.Limits = []enforce.Limit{e.req.Limits[0]}
 			m[k] = t
 		}
 		t.units += cost
