@@ -325,7 +325,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Plans:   planSvc,
 		Keys:    keySvc,
 		Tokens:  optokens.NewStore(d.pool, d.cfg.AdminToken),
-		Store:   cmp.Or(dashboard, limiter), // its key usage reads are a dashboard's
+		Store:   adminStore{Store: cmp.Or(dashboard, limiter), ledger: quotaLedger}, // its key usage reads are a dashboard's
 		Pool:    d.pool,
 		Logger:  d.logger,
 		Traffic: recorder,

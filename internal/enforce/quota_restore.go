@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // AddQuota adds units of consumption to the current period's count of
@@ -26,4 +27,16 @@ func (s *RedisStore) AddQuota(ctx context.Context, req Request, units int64) (La
 		return LayerResult{}, fmt.Errorf("%w: adding %d units", ErrInvalidRequest, units)
 	}
 	return s.adjust(ctx, req, strconv.FormatInt(-units, 10))
+}
+
+// QuotaPeriod returns the start and end of the period of quota l that
+// holds at, for a subject anchored at anchor (Request.Anchor): the
+// calendar both stores decide on.
+func QuotaPeriod(l Limit, anchor, at time.Time) (start, end time.Time) {
+	code := periodCode(l.Period)
+	if code == "" {
+		code = codeQuotaMonth
+	}
+	s, e := periodBounds(code, at.UnixMicro(), anchorMicros(anchor))
+	return time.UnixMicro(s), time.UnixMicro(e)
 }

@@ -226,9 +226,8 @@ func keyOf(req enforce.Request, i int, lr *enforce.LayerResult, at time.Time) (k
 	if at.IsZero() {
 		at = time.Now()
 	}
-	end := at.Add(lr.ResetAfter)
-	start := end.Add(-lr.Period)
 	l := req.Limits[i]
+	start, end := enforce.QuotaPeriod(l, req.Anchor, at)
 	k := key{subject: req.Subject, quota: l.Name, start: start.UnixMicro()}
 	// The caller's own limit, not a copy: add copies it into an entry it
 	// keeps, so a decision allocates nothing here.

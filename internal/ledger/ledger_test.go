@@ -244,3 +244,53 @@ func TestLocalAdmissionsAreCountedAndWrittenBack(t *testing.T) {
 		}
 	})
 }
+
+// TestAdjustmentsSurviveARebuild: an operator's reset is not undone by the
+// next decision (which finds the counter at zero, as after a loss), and a
+// grant outlives a Redis restart.
+func TestAdjustmentsSurviveARebuild(t *testing.T) {
+	testenv.RealRedis(t, "a private redis-server restarted empty")
+	pool := testenv.Postgres(t)
+	ctx := context.Background()
+	const limit = 100
+
+	t.Run("Reset", func(t *testing.T) {
+		pr := testenv.StartPrivateRedis(t)
+		in := newInstance(t, pool, pr.Addr)
+		req := monthly("dev:reset", limit)
+		spend(t, in.ledger, req, 40)
+		if err := in.ledger.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		spend(t, in.ledger, req, 5) // still in the tally
+		if _, err := in.ledger.ResetQuota(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if _, r := spend(t, in.ledger, req, 1); r != limit-1 {
+			t.Fatalf("after the reset: remaining %d, want %d", r, limit-1)
+		}
+		if err := in.ledger.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pr.Restart(t)
+		if d := allowAfterRestart(t, in.ledger, req); d.Layers[0].Remaining != limit-2 {
+			t.Fatalf("after a restart: remaining %d, want %d", d.Layers[0].Remaining, limit-2)
+		}
+	})
+	t.Run("Grant", func(t *testing.T) {
+		pr := testenv.StartPrivateRedis(t)
+		in := newInstance(t, pool, pr.Addr)
+		req := monthly("dev:grant", limit)
+		spend(t, in.ledger, req, 40)
+		if _, err := in.ledger.GrantQuota(ctx, req, 30); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.ledger.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pr.Restart(t)
+		if d := allowAfterRestart(t, in.ledger, req); d.Layers[0].Remaining != limit-40+30-1 {
+			t.Fatalf("after a restart: remaining %d, want %d", d.Layers[0].Remaining, limit-40+30-1)
+		}
+	})
+}
