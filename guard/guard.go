@@ -81,7 +81,20 @@ type Options struct {
 	Wait time.Duration
 	// Logger receives fetch failures; never a key or the token.
 	Logger *slog.Logger
+	// CacheFile, when set, is where the guard keeps the last policy it
+	// fetched (rewritten on every change, mode 0600: it holds the API
+	// keys' hashes), so that New can start from it while the portal
+	// cannot be reached: an autoscaled or restarted service comes up
+	// during a portal outage, enforcing the policy it last knew.
+	CacheFile string
+	// CacheMaxAge is the oldest cached policy New starts from (default
+	// DefaultCacheMaxAge); an older one is refused, as is any when the
+	// portal refuses the token.
+	CacheMaxAge time.Duration
 }
+
+// DefaultCacheMaxAge is the default of Options.CacheMaxAge.
+const DefaultCacheMaxAge = 24 * time.Hour
 
 // FailureMode says what a request gets while the shared counters (Redis)
 // cannot be reached; its values are the portal's PORTAL_REDIS_FAILURE_MODE.
@@ -118,8 +131,10 @@ type Guard struct {
 var ErrUnauthorized = errors.New("guard: the portal refused the service token")
 
 // New fetches the policy once (so that the first request is already
-// enforced; a portal that cannot be reached is an error) and keeps it
-// current in the background until ctx ends or Close is called.
+// enforced) and keeps it current in the background until ctx ends or Close
+// is called. A portal that cannot be reached is an error, unless
+// Options.CacheFile holds a policy no older than CacheMaxAge: New then
+// starts from it and logs so.
 func New(ctx context.Context, opts Options) (*Guard, error) {
 	if opts.PortalURL == "" || opts.Token == "" {
 		return nil, errors.New("guard: Options.PortalURL and Options.Token are required")
@@ -137,6 +152,9 @@ func New(ctx context.Context, opts Options) (*Guard, error) {
 	opts.Wait = min(opts.Wait, 60*time.Second)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CacheMaxAge <= 0 {
+		opts.CacheMaxAge = DefaultCacheMaxAge
 	}
 	if opts.FailureMode == "" {
 		opts.FailureMode = FailLocal
@@ -173,7 +191,15 @@ func New(ctx context.Context, opts Options) (*Guard, error) {
 		TrustedProxies: opts.TrustedProxies, Logger: opts.Logger, FailureMode: mode,
 	})
 	if _, err := g.fetch(ctx, 0); err != nil {
-		return nil, err
+		if errors.Is(err, ErrUnauthorized) || opts.CacheFile == "" {
+			return nil, err
+		}
+		age, cerr := g.loadCache()
+		if cerr != nil {
+			return nil, fmt.Errorf("%w; no cached policy to start from: %w", err, cerr)
+		}
+		g.log.WarnContext(ctx, "sluice guard: the portal cannot be reached; starting from the cached policy",
+			"err", err, "cache_age", age.Round(time.Second), "policy_version", g.Version())
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.cancel = cancel
@@ -280,15 +306,21 @@ func (g *Guard) fetch(ctx context.Context, wait time.Duration) (changed bool, er
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
 		return false, fmt.Errorf("guard: fetch policy: %s: %s", res.Status, strings.TrimSpace(string(b)))
 	}
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<30))
+	if err != nil {
+		return false, fmt.Errorf("guard: fetch policy: %w", err)
+	}
 	var doc policy.Document
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<30)).Decode(&doc); err != nil {
+	if err := json.Unmarshal(raw, &doc); err != nil {
 		return false, fmt.Errorf("guard: decode policy: %w", err)
 	}
 	if err := g.resolver.Install(doc); err != nil {
 		return false, fmt.Errorf("guard: policy: %w", err)
 	}
+	tag := res.Header.Get("ETag")
 	g.mu.Lock()
-	g.etag = res.Header.Get("ETag")
+	g.etag = tag
 	g.mu.Unlock()
+	g.saveCache(ctx, raw, tag)
 	return true, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/enforce"
 )
 
 // redisOptions turns REDIS_URL into go-redis universal options and a
@@ -88,6 +90,9 @@ func redisOptions(raw string) (*redis.UniversalOptions, string, error) {
 	// socket timeouts to the same, for calls without a deadline.
 	opts.ContextTimeoutEnabled = true
 	opts.DialTimeout = 2 * time.Second
+	// A Redis that is down refuses connections: fail at once rather than
+	// retry dials until the decision's deadline (docs/failure.md).
+	enforce.FailFast(opts)
 	return opts, fmt.Sprintf("redis %s at %s", kind, strings.Join(opts.Addrs, ",")), nil
 }
 

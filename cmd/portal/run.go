@@ -314,8 +314,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		proxyMux = http.NewServeMux()
 		origin.Port = strconv.Itoa(proxyLn.Addr().(*net.TCPAddr).Port)
 	}
+	draining := newDrain()
 	handler, closeApp, err := newServer(ctx, serverDeps{cfg: cfg, logger: logger, pool: st.pool, redis: rdb, grpc: grpcSrv,
-		metrics: metricsMux, proxy: proxyMux, proxyOrigin: origin})
+		metrics: metricsMux, proxy: proxyMux, proxyOrigin: origin, draining: draining})
 	if err != nil {
 		return err
 	}
@@ -331,6 +332,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(draining.close)
 
 	serveErr := make(chan error, 4)
 	var metricsSrv *http.Server

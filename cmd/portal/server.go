@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/keyverify"
+	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
@@ -61,6 +62,9 @@ type serverDeps struct {
 	// (PORTAL_PROXY_ADDR); proxyOrigin says where the proxy is reached.
 	proxy       *http.ServeMux
 	proxyOrigin gateway.ProxyOrigin
+	// draining, when set, is closed as the server starts shutting down:
+	// the guards' long polls then end at once.
+	draining *drain
 }
 
 // protectedRoutes are the ServeMux patterns of the sample API that plan
@@ -97,6 +101,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		// Redis), which the playground's recorder writes through as well.
 		dashboardClient redis.UniversalClient
 		closers         []func()
+		quotaLedger     *ledger.Ledger
 	)
 	if d.redis != nil {
 		// The dashboards read (and the usage series are written) through a
@@ -130,14 +135,23 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		fo := enforce.FailoverOptions{
 			Timeout: d.cfg.RedisTimeout, Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics,
 		}
+		lo := ledger.Options{Shared: rs, Logger: d.logger}
 		if d.cfg.RedisFailureMode == enforce.FailLocal {
-			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
+			mem := enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
+			// A sync region whose own Redis is down holds to its share.
+			fo.Local, lo.Local = region.LocalShare(mem, d.cfg.Region), mem
 		}
 		counters, limiter, dashboard = rs, enforce.NewFailoverStore(rs, fo), ds
+		quotaLedger = ledger.New(limiter, d.pool, lo)
 	} else {
 		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
 		counters, limiter = mem, mem
+		quotaLedger = ledger.New(mem, d.pool, ledger.Options{Shared: mem, Logger: d.logger})
 	}
+	// Quotas are durable: every decision goes through the ledger, which
+	// records quota consumption in Postgres and rebuilds a counter the
+	// store lost (docs/failure.md, "Quotas survive a Redis restart").
+	limiter = quotaLedger
 
 	// Regions: this region's share of every limit, or its own counts plus
 	// its peers' (PORTAL_REGION_MODE); shared passes decisions through.
@@ -185,6 +199,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = regions.Run(bg) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = quotaLedger.Run(bg) }()
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = holder.Run(bg) }()
 	go func() { defer wg.Done(); _ = lastUsed.Run(bg) }()
@@ -298,7 +314,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	})))
 	mux.Handle(keyverify.OpenAPIPath, keyverify.OpenAPI())
 	// Programs enforcing with the guard package fetch the policy here.
-	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger)))
+	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", endOnDrain(gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger), d.draining)))
 	// Services with an upstream URL: on the proxy's own listener, by host
 	// name and by path, and by host name (sandboxed) around the whole mux
 	// below. The console's own origin never serves an upstream's content:
@@ -317,7 +333,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Plans:   planSvc,
 		Keys:    keySvc,
 		Tokens:  optokens.NewStore(d.pool, d.cfg.AdminToken),
-		Store:   cmp.Or(dashboard, limiter), // its key usage reads are a dashboard's
+		Store:   adminStore{Store: cmp.Or(dashboard, limiter), ledger: quotaLedger}, // its key usage reads are a dashboard's
 		Pool:    d.pool,
 		Logger:  d.logger,
 		Traffic: recorder,

@@ -13,9 +13,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/egress"
@@ -29,6 +29,14 @@ const (
 	// DefaultTimeout bounds one webhook call or one email.
 	DefaultTimeout = 10 * time.Second
 	maxRetryDelay  = time.Hour
+	// DefaultPerDestination bounds the attempts in flight to one webhook
+	// (or one email address) from one worker.
+	DefaultPerDestination = 2
+	// DefaultSlowTimeout bounds an attempt to a destination whose latest
+	// attempt timed out, until one succeeds.
+	DefaultSlowTimeout = 2 * time.Second
+	// maxInFlight bounds the attempts in flight from one worker.
+	maxInFlight = 64
 	// maxAnswerBytes is how much of a receiver's answer is read (and
 	// dropped) so the connection can be reused.
 	maxAnswerBytes = 64 << 10
@@ -54,7 +62,15 @@ type WorkerOptions struct {
 	MaxAttempts int
 	// Timeout bounds one attempt; 0 means DefaultTimeout.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// SlowTimeout bounds an attempt to a destination whose latest attempt
+	// timed out (DefaultSlowTimeout), so a receiver that hangs costs its
+	// own deliveries a short wait, not the full Timeout each.
+	SlowTimeout time.Duration
+	// PerDestination bounds the attempts in flight to one destination
+	// (DefaultPerDestination); deliveries to other destinations go out
+	// beside them.
+	PerDestination int
+	Logger         *slog.Logger
 	// Now is the clock of the signature timestamps; nil means time.Now.
 	// (Scheduling uses the database's clock, shared by every instance.)
 	Now func() time.Time
@@ -72,6 +88,15 @@ type Worker struct {
 	log    *slog.Logger
 	now    func() time.Time
 	wake   chan struct{}
+
+	mu sync.Mutex
+	// inFlight counts the attempts running per destination (dest), total
+	// all of them; slow holds the destinations whose latest attempt timed
+	// out.
+	inFlight map[string]int
+	total    int
+	slow     map[string]bool
+	running  sync.WaitGroup
 }
 
 // NewWorker returns a Worker over pool; sessionSecret opens the webhook
@@ -90,11 +115,18 @@ func NewWorker(pool *pgxpool.Pool, sessionSecret []byte, opts WorkerOptions) (*W
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.SlowTimeout <= 0 {
+		opts.SlowTimeout = min(DefaultSlowTimeout, opts.Timeout)
+	}
+	if opts.PerDestination <= 0 {
+		opts.PerDestination = DefaultPerDestination
+	}
 	if opts.Dialer == nil {
 		opts.Dialer = egress.NewDialer(egress.Options{})
 	}
 	client := opts.Dialer.Client(egress.ClientOptions{Timeout: opts.Timeout, MaxResponseBytes: maxAnswerBytes})
-	w := &Worker{pool: pool, sealer: s, opts: opts, client: client, log: opts.Logger, now: opts.Now, wake: make(chan struct{}, 1)}
+	w := &Worker{pool: pool, sealer: s, opts: opts, client: client, log: opts.Logger, now: opts.Now, wake: make(chan struct{}, 1),
+		inFlight: map[string]int{}, slow: map[string]bool{}}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -112,17 +144,21 @@ func (w *Worker) Wake() {
 	}
 }
 
-// Run sends due deliveries until ctx ends, polling every second.
+// Run sends due deliveries until ctx ends, polling every second (and when
+// an attempt ends). Attempts run beside each other, so a receiver that
+// hangs delays only its own deliveries; when ctx ends, Run waits for the
+// attempts in flight (each bounded by Timeout).
 func (w *Worker) Run(ctx context.Context) error {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
+	defer w.running.Wait()
 	for {
 		for {
-			n, err := w.SendDue(ctx)
+			n, _, err := w.start(ctx, 0)
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("alert deliveries", "err", err)
 			}
-			if n < batchSize || err != nil {
+			if n == 0 || err != nil {
 				break
 			}
 		}
@@ -148,13 +184,15 @@ type claimed struct {
 	Sealed    []byte  `db:"secret_sealed"`
 }
 
-// The lease outlasts an attempt's timeout; $2 = 0 claims any due row.
+// The lease outlasts an attempt's timeout; $2 = 0 claims any due row; $4
+// lists the destinations (see dest) that have no room for more attempts.
 const claimDue = `
 WITH due AS (
     SELECT id FROM alert_deliveries
     WHERE state = 'pending' AND next_attempt_at <= now()
       AND (locked_until IS NULL OR locked_until < now())
       AND ($2::bigint = 0 OR id = $2)
+      AND NOT (CASE WHEN webhook_id IS NOT NULL THEN 'w:' || webhook_id ELSE 'm:' || coalesce(email_to, '') END = ANY($4::text[]))
     ORDER BY next_attempt_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -183,32 +221,20 @@ func (w *Worker) SendNow(ctx context.Context, id int64) (bool, error) {
 	return n > 0, err
 }
 
+// send attempts a batch of due deliveries (only that one, if not 0) and
+// waits for the attempts.
 func (w *Worker) send(ctx context.Context, only int64) (int, error) {
-	lease := (w.opts.Timeout + 30*time.Second).Seconds()
-	rows, err := w.pool.Query(ctx, claimDue, batchSize, only, lease)
-	if err != nil {
-		return 0, fmt.Errorf("alerts: claim deliveries: %w", err)
-	}
-	due, err := pgx.CollectRows(rows, pgx.RowToStructByName[claimed])
-	if err != nil {
-		return 0, fmt.Errorf("alerts: claim deliveries: %w", err)
-	}
-	var errs []error
-	for _, d := range due {
-		status, sendErr := w.attempt(ctx, d)
-		if err := w.record(ctx, d, status, sendErr); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return len(due), errors.Join(errs...)
+	n, b, err := w.start(ctx, only)
+	b.wg.Wait()
+	return n, errors.Join(append(b.errs, err)...)
 }
 
 // attempt sends one delivery; status is the receiver's answer (0 for none).
 // A webhook's error is a *deliveryError: its text, shown to the developer,
 // says only refused, timed out or failed, so the delivery log cannot map
 // what answers where; its cause goes to the server log.
-func (w *Worker) attempt(ctx context.Context, d claimed) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+func (w *Worker) attempt(ctx context.Context, d claimed, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if d.EmailTo != nil {
 		if w.opts.Mailer == nil {

@@ -146,9 +146,11 @@ func (s breakerState) String() string {
 
 // Reasons the breaker opened, the reason label of
 // sluice_store_breaker_opens_total: most failures in the window were
-// timeouts (a hung or unreachable-by-route Redis) or errors (refused
-// connections, a Redis that answers with errors).
+// refused or reset connections (a Redis that is down), timeouts (a hung
+// or unreachable-by-route Redis) or other errors (a Redis that answers
+// with errors).
 const (
+	openReasonRefused  = "refused"
 	openReasonTimeouts = "timeouts"
 	openReasonErrors   = "errors"
 )
@@ -363,6 +365,7 @@ func (s *FailoverStore) failed(probe bool, err error) {
 		cause = s.uncaused.Add(1) | uncausedBit
 	}
 	timeout := errors.Is(err, context.DeadlineExceeded) || isNetTimeout(err)
+	refused := isRefused(err)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -380,14 +383,17 @@ func (s *FailoverStore) failed(probe bool, err error) {
 		return
 	}
 	w := &s.window
-	w.failure(now, cause, timeout)
+	w.failure(now, cause, timeout, refused)
 	t := w.totals()
 	if t.decisions < s.minRequests || t.failures < s.minFailures ||
 		float64(t.failures) < s.ratio*float64(t.failures+t.successes) {
 		return
 	}
 	reason := openReasonErrors
-	if 2*t.timeouts >= t.failures {
+	switch {
+	case 2*t.refused >= t.failures:
+		reason = openReasonRefused
+	case 2*t.timeouts >= t.failures:
 		reason = openReasonTimeouts
 	}
 	s.state.Store(int32(breakerOpen))
@@ -424,7 +430,7 @@ type outcomeWindow struct {
 const windowSlots = 10
 
 type outcomeSlot struct {
-	decisions, successes, failures, timeouts int
+	decisions, successes, failures, timeouts, refused int
 }
 
 func newOutcomeWindow(span time.Duration, now time.Time) outcomeWindow {
@@ -457,7 +463,7 @@ func (w *outcomeWindow) success(now time.Time) {
 	sl.successes++
 }
 
-func (w *outcomeWindow) failure(now time.Time, cause uint64, timeout bool) {
+func (w *outcomeWindow) failure(now time.Time, cause uint64, timeout, refused bool) {
 	sl := w.advance(now)
 	sl.decisions++
 	if _, seen := w.causes[cause]; seen {
@@ -468,6 +474,9 @@ func (w *outcomeWindow) failure(now time.Time, cause uint64, timeout bool) {
 	if timeout {
 		sl.timeouts++
 	}
+	if refused {
+		sl.refused++
+	}
 }
 
 func (w *outcomeWindow) totals() outcomeSlot {
@@ -477,6 +486,7 @@ func (w *outcomeWindow) totals() outcomeSlot {
 		t.successes += sl.successes
 		t.failures += sl.failures
 		t.timeouts += sl.timeouts
+		t.refused += sl.refused
 	}
 	return t
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -14,8 +15,9 @@ import (
 // the period's count to zero. Both stores implement it the same way, over
 // the state their decisions keep.
 
-// adjustReset asks AdjustQuota for a reset rather than a grant.
-const adjustReset = -1
+// adjustReset asks adjust for a reset rather than a grant; any other value
+// is taken off the count (a negative one adds to it, see AddQuota).
+const adjustReset = math.MinInt64
 
 //go:embed scripts/adjust.lua
 var adjustScript string
