@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
@@ -158,7 +159,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 // how long to wait when it is spent. When the shared store is down the
 // attempt is counted in this instance's memory, as sign-in does.
 func (s *Server) signUpAllowed(r *http.Request) (time.Duration, error) {
-	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
+	ip := httplimit.ClientIP(r, s.deps.TrustedProxies)
 	// Counted by address block (an IPv6 /64 by default), as sign-in and
 	// anonymous API callers are: one subscriber cannot rotate addresses.
 	req := enforce.Request{Subject: "signup:" + s.deps.SignIn.Blocks.Subject(ip), Route: "POST /signup", Limits: []enforce.Limit{signUpPerIP}}

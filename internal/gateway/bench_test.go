@@ -13,6 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/snapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -32,7 +33,7 @@ func benchFixture(b *testing.B) *fixture {
 	rdb, prefix := testenv.Redis(b)
 	// A shared, loaded machine stalls Redis now and then past the default
 	// 100 ms; the benchmark measures throughput, not the failure mode.
-	store, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{Prefix: prefix, Timeout: 5 * time.Second})
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Timeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
