@@ -266,7 +266,14 @@ type ErrorBody struct {
 // writeRejection answers 429 Too Many Requests for d, whose rate-limit
 // headers are already set.
 func writeRejection(w http.ResponseWriter, d enforce.Decision) {
-	retry := retryAfterSeconds(d)
+	retry, body := rejection(d)
+	writeRejectionBody(w, retry, body)
+}
+
+// rejection is the Retry-After seconds and the RejectionBody JSON of a
+// rejected decision d.
+func rejection(d enforce.Decision) (retry int64, body []byte) {
+	retry = retryAfterSeconds(d)
 	var limit int64
 	var policy string
 	var msg [160]byte
@@ -288,16 +295,14 @@ func writeRejection(w http.ResponseWriter, d enforce.Decision) {
 	m = append(m, ". Retry in "...)
 	m = strconv.AppendInt(m, retry, 10)
 	m = append(m, " s."...)
-	writeRejectionBody(w, retry, limit, policy, m)
+	return retry, rejectionBody(retry, limit, policy, m)
 }
 
-// writeRejectionBody answers 429 with Retry-After and a RejectionBody. The
-// JSON is appended by hand, byte for byte what encoding/json writes for the
-// struct: a flood of over-limit requests all take this path, and the
-// encoder's reflection and allocations cost more than the decision.
-func writeRejectionBody(w http.ResponseWriter, retry, limit int64, policy string, message []byte) {
-	// Written through an interface, the body escapes: size it to fit
-	// rather than offer a large stack buffer that would move to the heap.
+// rejectionBody is a RejectionBody's JSON. It is appended by hand, byte for
+// byte what encoding/json writes for the struct: a flood of over-limit
+// requests all take this path, and the encoder's reflection and
+// allocations cost more than the decision.
+func rejectionBody(retry, limit int64, policy string, message []byte) []byte {
 	b := make([]byte, 0, 96+len(message)+len(policy))
 	b = append(b, `{"error":"rate_limit_exceeded","message":`...)
 	b = appendJSONString(b, message)
@@ -307,7 +312,11 @@ func writeRejectionBody(w http.ResponseWriter, retry, limit int64, policy string
 	b = strconv.AppendInt(b, limit, 10)
 	b = append(b, `,"policy":`...)
 	b = appendJSONString(b, policy)
-	b = append(b, "}\n"...) // as json.Encoder ends every value
+	return append(b, "}\n"...) // as json.Encoder ends every value
+}
+
+// writeRejectionBody answers 429 with Retry-After and body.
+func writeRejectionBody(w http.ResponseWriter, retry int64, body []byte) {
 	h := w.Header()
 	vals := [...]string{strconv.FormatInt(retry, 10), "application/json", "nosniff"}
 	h["Retry-After"] = vals[0:1:1]
@@ -315,7 +324,7 @@ func writeRejectionBody(w http.ResponseWriter, retry, limit int64, policy string
 	h["X-Content-Type-Options"] = vals[2:3:3]
 	w.WriteHeader(http.StatusTooManyRequests)
 	// The client may be gone; there is no one left to tell.
-	_, _ = w.Write(b)
+	_, _ = w.Write(body)
 }
 
 // appendJSONString appends s as a JSON string exactly as encoding/json

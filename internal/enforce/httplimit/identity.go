@@ -121,20 +121,26 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 // or oversized token, inner whitespace) gets secret "" and presented true, and
 // is answered 401 rather than treated as anonymous.
 func presentedKey(r *http.Request) (secret string, presented bool) {
-	if auth := r.Header.Get("Authorization"); auth != "" {
+	// Indexed by its canonical form: Header.Values would canonicalise
+	// "X-API-Key" into a new string on every request.
+	return credentialKey(r.Header.Get("Authorization"), r.Header["X-Api-Key"])
+}
+
+// credentialKey is presentedKey over an Authorization value and the
+// X-API-Key values presented.
+func credentialKey(auth string, apiKeys []string) (secret string, presented bool) {
+	if auth != "" {
 		scheme, token, ok := strings.Cut(strings.TrimSpace(auth), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return "", true
 		}
 		return usableKey(strings.TrimSpace(token)), true
 	}
-	// Indexed by its canonical form: Header.Values would canonicalise
-	// "X-API-Key" into a new string on every request.
-	if values := r.Header["X-Api-Key"]; len(values) > 0 {
-		if len(values) > 1 {
+	if len(apiKeys) > 0 {
+		if len(apiKeys) > 1 {
 			return "", true
 		}
-		return usableKey(strings.TrimSpace(values[0])), true
+		return usableKey(strings.TrimSpace(apiKeys[0])), true
 	}
 	return "", false
 }

@@ -93,6 +93,7 @@ type ShadowRejection struct {
 // Middleware serves any number of routes and goroutines.
 type Middleware struct {
 	store    enforce.Store
+	engine   *enforce.Engine
 	into     enforce.LayersAllower // store, when it can decide into a given slice
 	resolver enforce.Resolver
 	trusted  []netip.Prefix
@@ -135,6 +136,7 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 	m.into, _ = store.(enforce.LayersAllower)
 	m.slots, _ = store.(enforce.SlotStore)
 	m.stamped = enforce.StampsDecisions(store)
+	m.engine = enforce.NewEngine(store, enforce.EngineOptions{FailureMode: opts.FailureMode, SlotLease: opts.SlotLease})
 	m.lease = cmp.Or(opts.SlotLease, enforce.DefaultSlotLease)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -384,8 +386,7 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route stri
 	}
 	m.metrics.count(route, "", "unauthorized")
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-	writeError(w, http.StatusUnauthorized, "invalid_api_key",
-		"The API key is malformed, unknown, revoked or expired. Send a valid key as \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\", or no key at all for anonymous access.")
+	writeError(w, http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage)
 	return enforce.Caller{}, false
 }
 
@@ -398,13 +399,7 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		writeError(w, http.StatusServiceUnavailable, "request_cancelled", "The request was cancelled.")
 		return
 	}
-	if errors.Is(err, enforce.ErrCircuitOpen) {
-		// The breaker logged the outage once; a line per request would
-		// flood the log for as long as it lasts.
-		m.log.DebugContext(r.Context(), "rate-limit store bypassed", "route", route, "fail_open", m.failOpen)
-	} else {
-		m.log.WarnContext(r.Context(), "rate-limit decision failed", "err", err, "route", route, "fail_open", m.failOpen)
-	}
+	m.logStoreFailure(r.Context(), route, err)
 	if m.failOpen {
 		m.metrics.count(route, caller.Plan, "failed_open")
 		m.recordDecision(caller, route, hits, true)
@@ -432,7 +427,7 @@ func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) {
 	m := append(msg[:0], "The queue for this endpoint is too long to wait in. Retry in "...)
 	m = strconv.AppendInt(m, retry, 10)
 	m = append(m, " s."...)
-	writeRejectionBody(w, retry, limit, policy, m)
+	writeRejectionBody(w, retry, rejectionBody(retry, limit, policy, m))
 }
 
 // routeLimitsSlots is the size of the table of filtered limit slices: well
@@ -653,4 +648,18 @@ func DecisionFrom(ctx context.Context) (enforce.Decision, bool) {
 func Degraded(ctx context.Context) bool {
 	st := stateFrom(ctx)
 	return st != nil && st.degraded
+}
+
+// invalidKeyMessage is the message of every 401 invalid_api_key.
+const invalidKeyMessage = "The API key is malformed, unknown, revoked or expired. Send a valid key as \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\", or no key at all for anonymous access."
+
+// logStoreFailure logs a failed decision.
+func (m *Middleware) logStoreFailure(ctx context.Context, route string, err error) {
+	if errors.Is(err, enforce.ErrCircuitOpen) {
+		// The breaker logged the outage once; a line per request would
+		// flood the log for as long as it lasts.
+		m.log.DebugContext(ctx, "rate-limit store bypassed", "route", route, "fail_open", m.failOpen)
+		return
+	}
+	m.log.WarnContext(ctx, "rate-limit decision failed", "err", err, "route", route, "fail_open", m.failOpen)
 }
