@@ -76,3 +76,19 @@ func TestAddressPrefixes(t *testing.T) {
 		}
 	})
 }
+
+func TestWindowText(t *testing.T) {
+	cases := []struct {
+		w    time.Duration
+		want string
+	}{
+		{time.Second, "second"}, {time.Minute, "minute"}, {time.Hour, "hour"}, {24 * time.Hour, "day"},
+		{48 * time.Hour, "2 days"}, {5 * time.Hour, "5 hours"}, {90 * time.Minute, "90 minutes"},
+		{1500 * time.Millisecond, "2 seconds"}, {45 * time.Second, "45 seconds"},
+	}
+	for _, tc := range cases {
+		if got := WindowText(tc.w); got != tc.want {
+			t.Errorf("WindowText(%s) = %q, want %q", tc.w, got, tc.want)
+		}
+	}
+}

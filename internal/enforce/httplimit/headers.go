@@ -289,7 +289,7 @@ func rejection(d enforce.Decision) (retry int64, body []byte) {
 			m = append(m, " concurrent requests"...)
 		} else {
 			m = append(m, " per "...)
-			m = append(m, formatWindow(l.Window)...)
+			m = append(m, enforce.WindowText(l.Window)...)
 		}
 	}
 	m = append(m, ". Retry in "...)
@@ -380,27 +380,6 @@ func appendJSONString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
-}
-
-// formatWindow names a window the way people say it: "60s", "1h0m0s" is
-// clumsy, so whole minutes and hours read as "minute", "5 minutes", "hour".
-func formatWindow(w time.Duration) string {
-	switch {
-	case w == time.Second:
-		return "second"
-	case w == time.Minute:
-		return "minute"
-	case w == time.Hour:
-		return "hour"
-	case w == 24*time.Hour:
-		return "day"
-	case w%time.Hour == 0:
-		return strconv.FormatInt(int64(w/time.Hour), 10) + " hours"
-	case w%time.Minute == 0:
-		return strconv.FormatInt(int64(w/time.Minute), 10) + " minutes"
-	default:
-		return strconv.FormatInt(ceilSeconds(w), 10) + " seconds"
-	}
 }
 
 // writeError answers status with an ErrorBody.
