@@ -22,8 +22,8 @@ import (
 // Defaults for FailoverOptions' zero fields (its Timeout defaults to
 // enforce.DefaultStoreTimeout).
 //
-// DefaultStoreTimeout was sized from a measurement (README, "When Redis
-// fails"): on this project's 2-core machine running the end-to-end
+// DefaultStoreTimeout was sized from a measurement (docs/failure.md, "Why the
+// timeout is 1 s"): on this project's 2-core machine running the end-to-end
 // benchmark (wrk, server, Redis) plus one CPU-burning process per core, load
 // average 6 - 10, a healthy Redis answered 64 concurrent callers' decisions
 // in 63 - 377 ms at p99.9 and 704 ms at the worst of 1.6 million (four runs
