@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/client/internal/limitserver"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -62,7 +62,7 @@ func BenchmarkStrategies(b *testing.B) {
 	rdb, prefix := testenv.Redis(b)
 	for _, s := range strategies {
 		b.Run(s.name, func(b *testing.B) {
-			store, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{
+			store, err := redisstore.New(rdb, redisstore.Options{
 				Prefix: prefix + s.name + ":", DisableUsage: true, Timeout: time.Second,
 			})
 			if err != nil {

@@ -36,6 +36,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/failover"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/policy"
 )
 
@@ -118,7 +122,7 @@ type Guard struct {
 	opts     Options
 	policy   *url.URL
 	resolver *policy.Resolver
-	mw       *enforce.Middleware
+	mw       *httplimit.Middleware
 	log      *slog.Logger
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -174,20 +178,20 @@ func New(ctx context.Context, opts Options) (*Guard, error) {
 		// Wired as the portal wires its own: a timeout and a circuit
 		// breaker around Redis, and in the local mode a memory store
 		// deciding each instance's share while Redis is away.
-		rs, err := enforce.NewRedisStore(opts.Redis, enforce.RedisOptions{Prefix: opts.RedisPrefix, DisableUsage: true, Timeout: opts.RedisTimeout})
+		rs, err := redisstore.New(opts.Redis, redisstore.Options{Prefix: opts.RedisPrefix, DisableUsage: true, Timeout: opts.RedisTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("guard: %w", err)
 		}
-		fo := enforce.FailoverOptions{Timeout: opts.RedisTimeout, Instances: opts.Instances, Logger: opts.Logger}
+		fo := failover.Options{Timeout: opts.RedisTimeout, Instances: opts.Instances, Logger: opts.Logger}
 		if mode == enforce.FailLocal {
-			fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+			fo.Local = memstore.New(memstore.Options{})
 		}
-		store = enforce.NewFailoverStore(rs, fo)
+		store = failover.New(rs, fo)
 	} else {
-		store = enforce.NewMemoryStore(enforce.MemoryOptions{})
+		store = memstore.New(memstore.Options{})
 	}
 	g := &Guard{opts: opts, policy: base, resolver: policy.NewResolver(nil), log: opts.Logger, done: make(chan struct{})}
-	g.mw = enforce.NewMiddleware(store, g.resolver, enforce.MiddlewareOptions{
+	g.mw = httplimit.NewMiddleware(store, g.resolver, httplimit.Options{
 		TrustedProxies: opts.TrustedProxies, Logger: opts.Logger, FailureMode: mode,
 	})
 	if _, err := g.fetch(ctx, 0); err != nil {

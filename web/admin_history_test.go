@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
@@ -238,9 +239,9 @@ func TestPlanPageShowsWhoShadowTiersWouldHaveRejected(t *testing.T) {
 	}
 	now := time.Now()
 	for range 6 {
-		h.rec.RecordShadow(enforce.ShadowRejection{Plan: p.Slug, Tier: plans.PolicyName(p.Slug, "trial"), Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now})
+		h.rec.RecordShadow(httplimit.ShadowRejection{Plan: p.Slug, Tier: plans.PolicyName(p.Slug, "trial"), Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now})
 	}
-	h.rec.RecordShadow(enforce.ShadowRejection{Plan: p.Slug, Tier: plans.PolicyName(p.Slug, "trial"), Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now.Add(-3 * time.Hour)})
+	h.rec.RecordShadow(httplimit.ShadowRejection{Plan: p.Slug, Tier: plans.PolicyName(p.Slug, "trial"), Subject: h.devCaller.Subject, Key: h.devCaller.Key, At: now.Add(-3 * time.Hour)})
 	h.flush()
 	d = op.get("/admin/plans/"+strconv.FormatInt(p.ID, 10), nil).doc(t)
 	rows := d.Find(`[data-testid="shadow-row"]`)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/web"
 )
@@ -18,7 +18,7 @@ import (
 // engine store), ap does not. The line names the mode and eu's share, and
 // the table each region's last hour or state.
 func TestUsageOverviewShowsRegions(t *testing.T) {
-	us := enforce.NewMemoryStore(enforce.MemoryOptions{})
+	us := memstore.New(memstore.Options{})
 	apDown := errors.New("ap unreachable")
 	var rs *region.Store
 	e := newEnvWith(t, func(d *web.Deps) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
@@ -164,6 +165,6 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) {
 // by default), as sign-in and anonymous API callers are: one subscriber
 // cannot rotate addresses.
 func (s *Server) signUpAllowed(r *http.Request) (time.Duration, error) {
-	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
+	ip := httplimit.ClientIP(r, s.deps.TrustedProxies)
 	return s.spend(r, "signup:"+s.deps.SignIn.Blocks.Subject(ip), "POST /signup", signUpPerIP)
 }

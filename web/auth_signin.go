@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
@@ -140,7 +140,7 @@ func localPath(p string) string {
 
 // clientAddr is the address sign-in failures are counted under.
 func (s *Server) clientAddr(r *http.Request) netip.Addr {
-	return enforce.ClientIP(r, s.deps.TrustedProxies)
+	return httplimit.ClientIP(r, s.deps.TrustedProxies)
 }
 
 // humanWait says a wait the way people read it.

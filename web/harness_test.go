@@ -20,7 +20,7 @@ import (
 	"golang.org/x/net/html/atom"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -45,7 +45,7 @@ type env struct {
 	plans    *plans.Service
 	keys     *apikeys.Service
 	users    *users.Repo
-	store    *enforce.MemoryStore
+	store    *memstore.Store
 	operator users.User
 	dev      users.User
 	health   *healthSwitch
@@ -76,7 +76,7 @@ func newEnvWith(t testing.TB, change func(*web.Deps)) *env {
 		plans:  plans.NewService(pool, testRoutes, logger).WithReducedAnswers(sampleapi.ReducedAnswerRoutes()),
 		keys:   apikeys.NewService(pool, testRoutes, logger),
 		users:  users.NewRepo(pool),
-		store:  enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }}),
+		store:  memstore.New(memstore.Options{Now: func() time.Time { return frozen }}),
 		health: &healthSwitch{},
 	}
 	var err error

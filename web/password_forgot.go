@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
@@ -55,7 +56,7 @@ func (s *Server) forgot(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnprocessableEntity, views.Forgot(page, f))
 		return
 	}
-	ip := enforce.ClientIP(r, s.deps.TrustedProxies)
+	ip := httplimit.ClientIP(r, s.deps.TrustedProxies)
 	wait, err := s.spend(r, "forgot:"+s.deps.SignIn.Blocks.Subject(ip), "POST /password/forgot", forgotPerIP)
 	if err == nil && wait == 0 {
 		// The email is kept out of the counters' keys: its hash names it.

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/analytics"
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
@@ -170,7 +171,7 @@ type Server struct {
 	throttle *signin.Throttle
 	devices  signin.Devices
 	// localLimiter counts sign-up attempts while the shared store is down.
-	localLimiter *enforce.MemoryStore
+	localLimiter *memstore.Store
 	// services is over Deps.Pool (nil without one: the pages then 503).
 	services *services.Repo
 	// tokens manages operator API tokens (the bootstrap token is the
@@ -234,7 +235,7 @@ func New(deps Deps) *Server {
 	}
 	s.throttle = signin.New(deps.Pool, policy, s.now)
 	s.devices = signin.NewDevices(deps.SessionSecret)
-	s.localLimiter = enforce.NewMemoryStore(enforce.MemoryOptions{Now: s.now, DisableUsage: true})
+	s.localLimiter = memstore.New(memstore.Options{Now: s.now, DisableUsage: true})
 	s.handler = s.routes()
 	return s
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/sluicehq/sluice/internal/alerts"
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/history"
 	smtpmail "github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/internal/region"
@@ -307,7 +309,7 @@ func settings(getenv func(string) string) []setting {
 		{env: "PORTAL_TRUSTED_PROXIES", flag: "trusted-proxies", accepts: "a comma-separated list of IP addresses or CIDR prefixes, e.g. 10.0.0.0/8,192.168.1.1",
 			set: func(c *Config, v string) error {
 				var err error
-				c.TrustedProxies, err = enforce.ParseTrustedProxies(v)
+				c.TrustedProxies, err = httplimit.ParseTrustedProxies(v)
 				return err
 			}},
 		{env: "PORTAL_REDIS_FAILURE_MODE", flag: "redis-failure-mode", def: string(enforce.FailLocal),
@@ -381,7 +383,7 @@ func settings(getenv func(string) string) []setting {
 			set: intSetting(1, 128, func(c *Config) *int { return &c.AnonPrefixes.IPv6 })},
 		{env: "PORTAL_KEYS_PER_DEVELOPER", flag: "keys-per-developer", def: "20", accepts: "a whole number from 1 to 10000: the most active keys one developer may hold",
 			set: intSetting(1, 10000, func(c *Config) *int { return &c.KeysPerDeveloper })},
-		{env: "PORTAL_MEMORY_MAX_SUBJECTS", flag: "memory-max-subjects", def: strconv.Itoa(enforce.DefaultMaxSubjects), accepts: "a whole number from 1000 to 100000000: the most subjects the in-memory counters hold",
+		{env: "PORTAL_MEMORY_MAX_SUBJECTS", flag: "memory-max-subjects", def: strconv.Itoa(memstore.DefaultMaxSubjects), accepts: "a whole number from 1000 to 100000000: the most subjects the in-memory counters hold",
 			set: intSetting(1000, 100_000_000, func(c *Config) *int { return &c.MemoryMaxSubjects })},
 		{env: "PORTAL_STREAMS_PER_USER", flag: "streams-per-user", def: "3", accepts: "a whole number from 1 to 100: live dashboard streams one user may hold open",
 			set: intSetting(1, 100, func(c *Config) *int { return &c.StreamsPerUser })},

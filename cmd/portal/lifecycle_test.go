@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -268,9 +268,9 @@ func TestRunShutdownWaitsForRequestsInFlight(t *testing.T) {
 				}
 				body, _ := io.ReadAll(a.res.Body)
 				a.res.Body.Close()
-				if a.res.StatusCode != http.StatusOK || a.res.Header.Get(enforce.HeaderQueueDelay) == "" {
+				if a.res.StatusCode != http.StatusOK || a.res.Header.Get(httplimit.HeaderQueueDelay) == "" {
 					t.Errorf("the request in flight: status %d, %s %q, body %q; want 200 after a queue wait",
-						a.res.StatusCode, enforce.HeaderQueueDelay, a.res.Header.Get(enforce.HeaderQueueDelay), body)
+						a.res.StatusCode, httplimit.HeaderQueueDelay, a.res.Header.Get(httplimit.HeaderQueueDelay), body)
 				}
 			default:
 				t.Fatal("run returned before the request in flight was answered")

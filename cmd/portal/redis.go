@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 )
 
 // redisOptions turns REDIS_URL into go-redis universal options and a
@@ -92,7 +92,7 @@ func redisOptions(raw string) (*redis.UniversalOptions, string, error) {
 	opts.DialTimeout = 2 * time.Second
 	// A Redis that is down refuses connections: fail at once rather than
 	// retry dials until the decision's deadline (docs/failure.md).
-	enforce.FailFast(opts)
+	redisstore.FailFast(opts)
 	return opts, fmt.Sprintf("redis %s at %s", kind, strings.Join(opts.Addrs, ",")), nil
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -92,14 +92,14 @@ func TestReadyzNamesAnUnreachablePeerRegion(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.Postgres(t)
 	local, prefix := testenv.Redis(t)
-	localStore, err := enforce.NewRedisStore(local, enforce.RedisOptions{Prefix: prefix})
+	localStore, err := redisstore.New(local, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer localStore.Close()
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer dead.Close()
-	deadStore, err := enforce.NewRedisStore(dead, enforce.RedisOptions{Prefix: prefix, Timeout: 300 * time.Millisecond, DisableUsage: true})
+	deadStore, err := redisstore.New(dead, redisstore.Options{Prefix: prefix, Timeout: 300 * time.Millisecond, DisableUsage: true})
 	if err != nil {
 		t.Fatal(err)
 	}

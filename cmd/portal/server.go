@@ -25,6 +25,10 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/failover"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/keyverify"
@@ -111,7 +115,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
 		dashboardClient = dc
-		rs, err := enforce.NewRedisStore(d.redis, enforce.RedisOptions{
+		rs, err := redisstore.New(d.redis, redisstore.Options{
 			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, Registerer: metrics, UsageClient: dc,
 			NegativeCacheSize: d.cfg.RedisNearCache,
 		})
@@ -121,7 +125,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		}
 		// The dashboards' Peeks go through a store over that client, with
 		// its own pipeline and no breaker.
-		ds, err := enforce.NewRedisStore(dc, enforce.RedisOptions{
+		ds, err := redisstore.New(dc, redisstore.Options{
 			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.DashboardRedisTimeout, DisableUsage: true,
 		})
 		if err != nil {
@@ -132,19 +136,19 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		// In this order: the request path's store flushes its last usage
 		// through the dashboards' client before that closes.
 		closers = append(closers, func() { _ = rs.Close() }, func() { _ = ds.Close() }, func() { _ = dc.Close() })
-		fo := enforce.FailoverOptions{
+		fo := failover.Options{
 			Timeout: d.cfg.RedisTimeout, Instances: d.cfg.Instances, Logger: d.logger, Registerer: metrics,
 		}
 		lo := ledger.Options{Shared: rs, Logger: d.logger}
 		if d.cfg.RedisFailureMode == enforce.FailLocal {
-			mem := enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects})
+			mem := memstore.New(memstore.Options{MaxSubjects: d.cfg.MemoryMaxSubjects})
 			// A sync region whose own Redis is down holds to its share.
 			fo.Local, lo.Local = region.LocalShare(mem, d.cfg.Region), mem
 		}
-		counters, limiter, dashboard = rs, enforce.NewFailoverStore(rs, fo), ds
+		counters, limiter, dashboard = rs, failover.New(rs, fo), ds
 		quotaLedger = ledger.New(limiter, d.pool, lo)
 	} else {
-		mem := enforce.NewMemoryStore(enforce.MemoryOptions{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
+		mem := memstore.New(memstore.Options{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
 		counters, limiter = mem, mem
 		quotaLedger = ledger.New(mem, d.pool, ledger.Options{Shared: mem, Logger: d.logger})
 	}
@@ -261,7 +265,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		return nil, nil, err
 	}
 
-	mw := enforce.NewMiddleware(decider, holder, enforce.MiddlewareOptions{
+	mw := httplimit.NewMiddleware(decider, holder, httplimit.Options{
 		TrustedProxies: d.cfg.TrustedProxies,
 		Logger:         d.logger,
 		Registerer:     metrics,
@@ -293,8 +297,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// limited per client address with the engine itself (issue 30, item 12).
 	doors := tokenlimit.New(tokenlimit.Options{
 		Store:      limiter,
-		Fallback:   enforce.NewMemoryStore(enforce.MemoryOptions{MaxSubjects: d.cfg.MemoryMaxSubjects}),
-		ClientAddr: func(r *http.Request) netip.Addr { return enforce.ClientIP(r, d.cfg.TrustedProxies) },
+		Fallback:   memstore.New(memstore.Options{MaxSubjects: d.cfg.MemoryMaxSubjects}),
+		ClientAddr: func(r *http.Request) netip.Addr { return httplimit.ClientIP(r, d.cfg.TrustedProxies) },
 		Blocks:     d.cfg.AnonPrefixes,
 		Failures:   int64(d.cfg.TokenFailures),
 		Requests:   int64(d.cfg.TokenRequests),
@@ -419,7 +423,7 @@ func openRegions(d serverDeps, limiter enforce.Store) (*region.Store, map[string
 		opts.ReadTimeout, opts.WriteTimeout = d.cfg.RedisTimeout, d.cfg.RedisTimeout
 		client := redis.NewUniversalClient(opts)
 		closers = append(closers, func() { _ = client.Close() })
-		store, err := enforce.NewRedisStore(client, enforce.RedisOptions{
+		store, err := redisstore.New(client, redisstore.Options{
 			Prefix: d.cfg.RedisPrefix, Timeout: d.cfg.RedisTimeout, DisableUsage: true,
 		})
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/sluicehq/sluice/internal/alerts"
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -28,11 +30,11 @@ func TestWebhookOncePerCrossingWithRetry(t *testing.T) {
 			var store enforce.Store
 			if backend == "memory" {
 				frozen := time.Now()
-				store = enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }})
+				store = memstore.New(memstore.Options{Now: func() time.Time { return frozen }})
 			} else {
 				client, prefix := testenv.Redis(t)
 				testenv.RealRedis(t, "the rate-limit script")
-				rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix, DisableUsage: true})
+				rs, err := redisstore.New(client, redisstore.Options{Prefix: prefix, DisableUsage: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -154,7 +156,7 @@ func TestTwoEvaluatorsFireOnce(t *testing.T) {
 	var evs []*alerts.Evaluator
 	var stores []enforce.Store
 	for range 2 {
-		rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix, DisableUsage: true})
+		rs, err := redisstore.New(client, redisstore.Options{Prefix: prefix, DisableUsage: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +226,7 @@ func TestPaceAlert(t *testing.T) {
 	f := newFixture(t, testenv.Postgres(t), plans.LimitInput{Name: "daily", Algorithm: "quota", Period: "day", Limit: 10})
 	ctx := context.Background()
 	clock := f.dev.CreatedAt.Add(10 * time.Hour)
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return clock }})
+	store := memstore.New(memstore.Options{Now: func() time.Time { return clock }})
 	if _, err := f.svc.SaveRule(ctx, f.dev.ID, nil, []int32{80, 100}, true, false); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +269,7 @@ func TestKeyRuleReplacesAccountRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	frozen := time.Now()
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }})
+	store := memstore.New(memstore.Options{Now: func() time.Time { return frozen }})
 	ev := f.evaluator(f.pool, store, false)
 	f.spend(store, 8)
 	if n := f.evaluate(ev); n != 1 {
@@ -411,7 +413,7 @@ func TestEvaluatePrunes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{})
+	store := memstore.New(memstore.Options{})
 	f.evaluate(f.evaluator(f.pool, store, false))
 	var firings []string
 	rows, _ := f.pool.Query(ctx, `SELECT limit_name FROM alert_firings ORDER BY 1`)
@@ -488,7 +490,7 @@ func TestKeyOverrideIsWhatAlertsMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	frozen := time.Now()
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }})
+	store := memstore.New(memstore.Options{Now: func() time.Time { return frozen }})
 	ev := f.evaluator(f.pool, store, false)
 	f.spend(store, 3)
 	if n := f.evaluate(ev); n != 0 {

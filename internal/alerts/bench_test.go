@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/internal/users"
 )
@@ -37,7 +38,7 @@ func BenchmarkEvaluateRound(b *testing.B) {
 		reqs = append(reqs, enforce.Request{Subject: enforce.DeveloperSubject(u.ID), Key: enforce.KeyScope(k.ID), Limits: f.limits, Anchor: u.CreatedAt})
 	}
 	frozen := time.Now()
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }})
+	store := memstore.New(memstore.Options{Now: func() time.Time { return frozen }})
 	ev := f.evaluator(pool, store, false)
 	b.Run("round", func(b *testing.B) {
 		for b.Loop() {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/alerts"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -24,7 +24,7 @@ func TestEmailAlertThroughSMTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	frozen := time.Now()
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return frozen }})
+	store := memstore.New(memstore.Options{Now: func() time.Time { return frozen }})
 	ev := f.evaluator(f.pool, store, true)
 	w, err := alerts.NewWorker(f.pool, sessionSecret, alerts.WorkerOptions{Dialer: receiverDialer(), Mailer: mailer, RetryBase: 50 * time.Millisecond})
 	if err != nil {

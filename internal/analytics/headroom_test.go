@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/analytics"
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/snapshot"
@@ -81,7 +82,7 @@ func TestHeadroomAndTierGaugesReadTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return now }})
+	store := memstore.New(memstore.Options{Now: func() time.Time { return now }})
 	rollup := analytics.NewRollup(pool, analytics.Options{})
 	// The heavy key searches 9 times (9 of 10: near the limit), the light
 	// one twice; the idle key calls nothing today.

@@ -11,7 +11,8 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/sluicehq/sluice/internal/docs"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 )
 
@@ -36,8 +37,8 @@ func TestSampleAPIAnswersOnlyWhatItsDocumentSays(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("validator: %v", errs)
 	}
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{})
-	mw := enforce.NewMiddleware(store, sampleapi.NewDemoResolver(), enforce.MiddlewareOptions{})
+	store := memstore.New(memstore.Options{})
+	mw := httplimit.NewMiddleware(store, sampleapi.NewDemoResolver(), httplimit.Options{})
 	api := sampleapi.New(mw, sampleapi.Options{})
 
 	for _, tt := range []struct {

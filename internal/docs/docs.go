@@ -12,7 +12,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
@@ -242,7 +241,7 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 	}
 	d := LimitDoc{
 		Policy: plans.PolicyName(planSlug, l.Name), Route: l.Route, Algorithm: l.Algorithm, Mode: mode,
-		Limit: l.Limit, Window: l.Window, Burst: l.Burst, Cost: cost, WindowText: windowText(l.Window),
+		Limit: l.Limit, Window: l.Window, Burst: l.Burst, Cost: cost, WindowText: enforce.WindowText(l.Window),
 		Period: l.Period, CountPer: l.Input().CountPer,
 	}
 	if l.Algorithm == enforce.Quota {
@@ -267,28 +266,6 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 	d.Explanation = explain(d)
 	d.OverLimit = overLimit(d)
 	return d
-}
-
-// windowText names a window the way people say it.
-func windowText(w time.Duration) string {
-	switch {
-	case w == time.Second:
-		return "second"
-	case w == time.Minute:
-		return "minute"
-	case w == time.Hour:
-		return "hour"
-	case w == 24*time.Hour:
-		return "day"
-	case w%(24*time.Hour) == 0:
-		return strconv.FormatInt(int64(w/(24*time.Hour)), 10) + " days"
-	case w%time.Hour == 0:
-		return strconv.FormatInt(int64(w/time.Hour), 10) + " hours"
-	case w%time.Minute == 0:
-		return strconv.FormatInt(int64(w/time.Minute), 10) + " minutes"
-	default:
-		return strconv.FormatInt(int64((w+time.Second-1)/time.Second), 10) + " seconds"
-	}
 }
 
 // interval is the steady spacing limit/window gives one request of the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/docs"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -139,12 +140,12 @@ func TestExamplesComeFromTheMiddleware(t *testing.T) {
 		{
 			name: "degrade mode serves degraded answers, and nothing else limits them", route: sampleapi.RouteSearch, plan: "pro",
 			wantPolicies: []string{"pro-search"}, wantFirstLimit: "60", wantFirstRemain: "8", // cost units: 10 tokens less 2
-			wantOverAfter: 5, wantOverHeader: enforce.HeaderDegraded,
+			wantOverAfter: 5, wantOverHeader: httplimit.HeaderDegraded,
 		},
 		{
 			name: "queue mode delays, then refuses past the queue", route: sampleapi.RouteCreateReport, plan: "free",
 			wantPolicies: []string{"free-reports", "free-global"}, wantFirstLimit: "6", wantFirstRemain: "2",
-			wantOverAfter: 1, wantOverHeader: enforce.HeaderQueueDelay, wantRejected: true, wantRejectAfter: 3, wantBodyPolicy: "free-reports",
+			wantOverAfter: 1, wantOverHeader: httplimit.HeaderQueueDelay, wantRejected: true, wantRejectAfter: 3, wantBodyPolicy: "free-reports",
 		},
 		{
 			name: "a plan-wide limit alone governs an endpoint without a tier", route: sampleapi.RouteItem, plan: "free",
@@ -190,7 +191,7 @@ func TestExamplesComeFromTheMiddleware(t *testing.T) {
 			if headerOf(*ex.Rejected, "Retry-After") == "" {
 				t.Error("429 example lacks Retry-After")
 			}
-			var body enforce.RejectionBody
+			var body httplimit.RejectionBody
 			if err := json.Unmarshal([]byte(ex.Rejected.Body), &body); err != nil {
 				t.Fatalf("429 body %q: %v", ex.Rejected.Body, err)
 			}

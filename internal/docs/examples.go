@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 )
@@ -50,22 +52,22 @@ type Examples struct {
 // shownHeaders are the headers examples record, in this order.
 var shownHeaders = []string{
 	"Content-Type", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
-	"RateLimit-Policy", "RateLimit", "Retry-After", enforce.HeaderDegraded, enforce.HeaderQueueDelay,
+	"RateLimit-Policy", "RateLimit", "Retry-After", httplimit.HeaderDegraded, httplimit.HeaderQueueDelay,
 }
 
 // rig is the middleware over a fresh memory store on a frozen clock, with
 // one caller holding one plan's limits.
 type rig struct{ mux *http.ServeMux }
 
-func newRig(p plans.Plan, now time.Time) (*rig, *enforce.Middleware) {
+func newRig(p plans.Plan, now time.Time) (*rig, *httplimit.Middleware) {
 	clock := func() time.Time { return now }
 	limits := make([]enforce.Limit, len(p.Limits))
 	for i, l := range p.Limits {
 		limits[i] = l.Enforce(p.Slug)
 	}
 	caller := enforce.Caller{Subject: "key:example", KeyID: 1, UserID: 1, Plan: p.Slug, Limits: limits}
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: clock, DisableUsage: true})
-	mw := enforce.NewMiddleware(store, fixedCaller{caller}, enforce.MiddlewareOptions{Now: clock})
+	store := memstore.New(memstore.Options{Now: clock, DisableUsage: true})
+	mw := httplimit.NewMiddleware(store, fixedCaller{caller}, httplimit.Options{Now: clock})
 	return &rig{mux: http.NewServeMux()}, mw
 }
 
@@ -152,13 +154,13 @@ func examples(p plans.Plan, e Endpoint, now time.Time) (Examples, error) {
 	}
 	for i := 1; i < maxDrain; i++ {
 		r.do(e, w)
-		plain := w.status == e.Status && w.header.Get(enforce.HeaderDegraded) == "" &&
-			w.header.Get(enforce.HeaderQueueDelay) == ""
+		plain := w.status == e.Status && w.header.Get(httplimit.HeaderDegraded) == "" &&
+			w.header.Get(httplimit.HeaderQueueDelay) == ""
 		if !plain && ex.Over == nil {
 			resp := w.response()
 			ex.Over, ex.OverAfter = &resp, i
 		}
-		if w.header.Get(enforce.HeaderDegraded) != "" {
+		if w.header.Get(httplimit.HeaderDegraded) != "" {
 			// A degraded request consumed nothing (decisions are all or
 			// nothing), so on a frozen clock every further one is degraded
 			// too: this endpoint never answers 429 from here.

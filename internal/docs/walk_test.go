@@ -20,6 +20,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/docs"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 )
 
@@ -95,9 +97,9 @@ func TestEveryDocumentedOperationAnswersOnlyWhatItDocuments(t *testing.T) {
 		t.Fatalf("build model: %v", buildErrs)
 	}
 
-	up := sampleapi.New(enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{}), tightResolver{}, enforce.MiddlewareOptions{}),
+	up := sampleapi.New(httplimit.NewMiddleware(memstore.New(memstore.Options{}), tightResolver{}, httplimit.Options{}),
 		sampleapi.Options{JobDuration: time.Millisecond})
-	down := sampleapi.New(enforce.NewMiddleware(downStore{}, tightResolver{}, enforce.MiddlewareOptions{FailureMode: enforce.FailClosed}),
+	down := sampleapi.New(httplimit.NewMiddleware(downStore{}, tightResolver{}, httplimit.Options{FailureMode: enforce.FailClosed}),
 		sampleapi.Options{})
 
 	send := func(api http.Handler, method, path, key, body string) *http.Response {

@@ -23,112 +23,112 @@ var ErrInvalidRequest = errors.New("invalid rate-limit request")
 
 // algorithm codes as the Lua script knows them.
 const (
-	codeFixedWindow  = "fw"
-	codeSlidingLog   = "swl"
-	codeSlidingCount = "swc"
-	codeTokenBucket  = "tb"
-	codeLeakyBucket  = "lb"
+	CodeFixedWindow  = "fw"
+	CodeSlidingLog   = "swl"
+	CodeSlidingCount = "swc"
+	CodeTokenBucket  = "tb"
+	CodeLeakyBucket  = "lb"
 	// maxInlineLayers is how many layers a decision handles without a heap
 	// allocation for its scratch space.
-	maxInlineLayers = 4
+	MaxInlineLayers = 4
 )
 
 // algKind is an Algorithm as a small integer, so the hot path switches on a
 // byte instead of comparing strings.
-type algKind uint8
+type AlgKind uint8
 
 const (
-	kindFixedWindow algKind = iota + 1
-	kindSlidingLog
-	kindSlidingCounter
-	kindTokenBucket
-	kindLeakyBucket
-	kindQuota
+	KindFixedWindow AlgKind = iota + 1
+	KindSlidingLog
+	KindSlidingCounter
+	KindTokenBucket
+	KindLeakyBucket
+	KindQuota
 )
 
-func kindOf(a Algorithm) algKind {
+func kindOf(a Algorithm) AlgKind {
 	switch a {
 	case FixedWindow:
-		return kindFixedWindow
+		return KindFixedWindow
 	case SlidingWindowLog:
-		return kindSlidingLog
+		return KindSlidingLog
 	case SlidingWindowCounter:
-		return kindSlidingCounter
+		return KindSlidingCounter
 	case TokenBucket:
-		return kindTokenBucket
+		return KindTokenBucket
 	case LeakyBucket:
-		return kindLeakyBucket
+		return KindLeakyBucket
 	case Quota:
-		return kindQuota
+		return KindQuota
 	}
 	return 0
 }
 
 // code is the algorithm's name in the Lua script and in Redis keys.
-func (k algKind) code() string {
+func (k AlgKind) Code() string {
 	switch k {
-	case kindFixedWindow:
-		return codeFixedWindow
-	case kindSlidingLog:
-		return codeSlidingLog
-	case kindSlidingCounter:
-		return codeSlidingCount
-	case kindTokenBucket:
-		return codeTokenBucket
-	case kindLeakyBucket:
-		return codeLeakyBucket
+	case KindFixedWindow:
+		return CodeFixedWindow
+	case KindSlidingLog:
+		return CodeSlidingLog
+	case KindSlidingCounter:
+		return CodeSlidingCount
+	case KindTokenBucket:
+		return CodeTokenBucket
+	case KindLeakyBucket:
+		return CodeLeakyBucket
 	}
 	return ""
 }
 
 // code is the limit's algorithm code in the script and in its figures: a
 // quota's names its period.
-func (p *params) code() string {
-	if p.kind == kindQuota {
-		return p.period
+func (p *Params) Code() string {
+	if p.Kind == KindQuota {
+		return p.Period
 	}
-	return p.kind.code()
+	return p.Kind.Code()
 }
 
 // params is a Limit reduced to the integers both stores compute with.
-type params struct {
-	kind   algKind
-	limit  int64
-	window int64 // microseconds
-	burst  int64 // token bucket capacity (defaulted) or leaky bucket queue depth
-	cost   int64
-	queue  bool
-	shadow bool
+type Params struct {
+	Kind   AlgKind
+	Limit  int64
+	Window int64 // microseconds
+	Burst  int64 // token bucket capacity (defaulted) or leaky bucket queue depth
+	Cost   int64
+	Queue  bool
+	Shadow bool
 	// period is a quota's period code (codeQuotaDay...), "" otherwise.
-	period string
+	Period string
 	// interval (T = W/limit, µs per unit of cost) and tolerance (burst*T)
 	// are the bucket algorithms' figures, computed once per limit with the
 	// same float64 operations the script runs per call.
-	interval  float64
-	tolerance float64
+	Interval  float64
+	Tolerance float64
 }
 
-func paramsOf(l *Limit) (params, error) {
-	p := params{kind: kindOf(l.Algorithm), limit: l.Limit, window: l.Window.Microseconds(), burst: l.Burst, cost: l.Cost, queue: l.Mode == ModeQueue, shadow: l.Mode == ModeShadow}
-	if p.kind == kindQuota {
+func ParamsOf(l *Limit) (Params, error) {
+	p := Params{Kind: kindOf(l.Algorithm), Limit: l.Limit, Window: l.Window.Microseconds(), Burst: l.Burst, Cost: l.Cost, Queue: l.Mode == ModeQueue, Shadow: l.Mode == ModeShadow}
+	if p.Kind == KindQuota {
 		// A quota's window is its period's longest length; its burst
 		// slot carries the subject's anchor, given per request.
-		p.window, p.burst, p.period = quotaSpan(l.Period), 0, periodCode(l.Period)
+		p.Window, p.Burst, p.Period = quotaSpan(l.Period), 0, PeriodCode(l.Period)
 	}
-	if l.Name == "" || p.kind == 0 || p.limit < 1 || p.window < 1 || p.burst < 0 || p.cost < 0 {
-		return params{}, limitError(*l)
+	if l.Name == "" || p.Kind == 0 || p.Limit < 1 || p.Window < 1 || p.Burst < 0 || p.Cost < 0 {
+		return Params{}, limitError(*l)
 	}
-	if p.cost == 0 {
-		p.cost = 1
+	if p.Cost == 0 {
+		p.Cost = 1
 	}
 	switch {
-	case p.kind == kindTokenBucket && p.burst == 0:
-		p.burst = p.limit
-	case p.kind != kindTokenBucket && p.kind != kindLeakyBucket:
-		p.burst = 0 // ignored (a quota's anchor comes per request)
+	case p.Kind == KindTokenBucket && p.Burst == 0:
+		p.Burst = p.Limit
+	case p.Kind != KindTokenBucket && p.Kind != KindLeakyBucket:
+		p.Burst = 0 // ignored (a quota's anchor comes per request)
 	}
-	p.interval = float64(p.window) / float64(p.limit)
-	p.tolerance = float64(p.burst) * p.interval
+	p.Interval = float64(p.Window) / float64(p.Limit)
+	p.Tolerance = float64(p.Burst) * p.Interval
 	return p, nil
 }
 
@@ -139,7 +139,7 @@ func limitError(l Limit) error {
 	case l.Name == "":
 		return fmt.Errorf("%w: limit without a name", ErrInvalidRequest)
 	case l.Algorithm == Concurrency:
-		return fmt.Errorf("%w: limit %q: %w", ErrInvalidRequest, l.Name, errSlotsAllow)
+		return fmt.Errorf("%w: limit %q: %w", ErrInvalidRequest, l.Name, ErrSlotsAllow)
 	case kindOf(l.Algorithm) == 0:
 		return fmt.Errorf("%w: limit %q: unknown algorithm %q", ErrInvalidRequest, l.Name, l.Algorithm)
 	case l.Limit < 1:
@@ -154,8 +154,8 @@ func limitError(l Limit) error {
 }
 
 // validateRequest checks what both stores need before touching state.
-func validateRequest(req Request) error {
-	if err := validateSubject(req.Subject); err != nil {
+func ValidateRequest(req Request) error {
+	if err := ValidateSubject(req.Subject); err != nil {
 		return err
 	}
 	if strings.ContainsAny(req.Key, "{}") {
@@ -165,7 +165,7 @@ func validateRequest(req Request) error {
 }
 
 // validateSubject refuses a subject that cannot name counters.
-func validateSubject(subject string) error {
+func ValidateSubject(subject string) error {
 	if subject == "" {
 		return fmt.Errorf("%w: empty subject", ErrInvalidRequest)
 	}
@@ -195,12 +195,12 @@ func validateLimitNames(limits []Limit) error {
 
 // compileLimits validates a limit set as validateRequest and paramsOf do and
 // appends each limit's params to dst.
-func compileLimits(limits []Limit, dst []params) ([]params, error) {
+func CompileLimits(limits []Limit, dst []Params) ([]Params, error) {
 	if err := validateLimitNames(limits); err != nil {
 		return nil, err
 	}
 	for i := range limits {
-		p, err := paramsOf(&limits[i])
+		p, err := ParamsOf(&limits[i])
 		if err != nil {
 			return nil, err
 		}
@@ -210,39 +210,39 @@ func compileLimits(limits []Limit, dst []params) ([]params, error) {
 }
 
 // layerOut is one layer's verdict in microseconds.
-type layerOut struct {
-	allowed   bool
-	remaining int64
-	reset     int64
-	retry     int64
-	wait      int64 // leaky bucket queue delay of an admitted request
-	span      int64 // a quota's period length (LayerResult.Period)
+type LayerOut struct {
+	Allowed   bool
+	Remaining int64
+	Reset     int64
+	Retry     int64
+	Wait      int64 // leaky bucket queue delay of an admitted request
+	Span      int64 // a quota's period length (LayerResult.Period)
 }
 
-func (o layerOut) result(l Limit) LayerResult {
+func (o LayerOut) Result(l Limit) LayerResult {
 	r := LayerResult{
 		Limit:      l,
-		Allowed:    o.allowed,
-		Remaining:  o.remaining,
-		ResetAfter: micros(o.reset),
+		Allowed:    o.Allowed,
+		Remaining:  o.Remaining,
+		ResetAfter: Micros(o.Reset),
 	}
-	if !o.allowed {
-		r.RetryAfter = micros(max(o.retry, 1))
+	if !o.Allowed {
+		r.RetryAfter = Micros(max(o.Retry, 1))
 	}
 	return r
 }
 
 // fill is result writing in place, sparing the hot path two copies of the
 // Limit (and a copy of o, which stalls on the stores that just wrote it).
-func (o *layerOut) fill(r *LayerResult, l *Limit) {
+func (o *LayerOut) Fill(r *LayerResult, l *Limit) {
 	r.Limit = *l
-	r.Allowed = o.allowed
-	r.Remaining = o.remaining
-	r.ResetAfter = micros(o.reset)
+	r.Allowed = o.Allowed
+	r.Remaining = o.Remaining
+	r.ResetAfter = Micros(o.Reset)
 	r.RetryAfter = 0
-	r.Period = micros(o.span)
-	if !o.allowed {
-		r.RetryAfter = micros(max(o.retry, 1))
+	r.Period = Micros(o.Span)
+	if !o.Allowed {
+		r.RetryAfter = Micros(max(o.Retry, 1))
 	}
 }
 
@@ -252,123 +252,123 @@ func (o *layerOut) fill(r *LayerResult, l *Limit) {
 // kept in prev's place: see tat). 32 bytes, not the 40 of a tat of its own,
 // so that a subject's counter, lock, last write and usage entry, everything a
 // decision writes, share one cache line (see subjectState).
-type counterState struct {
-	idx, count int64
+type CounterState struct {
+	Idx, Count int64
 	// prev is the sliding counter's previous window's count; a bucket,
 	// which uses no other field but has, keeps its tat's float64 bits here.
-	prev int64
-	has  bool
+	Prev int64
+	Has  bool
 }
 
 // tat is a token or leaky bucket's virtual finish time (µs); bucketState
 // makes the state holding it.
-func (s *counterState) tat() float64 { return math.Float64frombits(uint64(s.prev)) }
+func (s *CounterState) Tat() float64 { return math.Float64frombits(uint64(s.Prev)) }
 
-func bucketState(tat float64) counterState {
-	return counterState{prev: int64(math.Float64bits(tat)), has: true}
+func BucketState(Tat float64) CounterState {
+	return CounterState{Prev: int64(math.Float64bits(Tat)), Has: true}
 }
 
 // evalFixedWindow admits when the window's count plus cost stays within the
 // limit; the window is floor(now/W).
-func evalFixedWindow(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
-	idx := now / p.window
-	if s.has && s.idx == idx+1 {
+func EvalFixedWindow(s *CounterState, p *Params, now int64, Commit bool, next *CounterState, out *LayerOut) {
+	Idx := now / p.Window
+	if s.Has && s.Idx == Idx+1 {
 		// The clock stepped back across a boundary (another instance's
 		// request raced ahead): count in the stored window, never regress.
 		// Any other index is stale and ignored below.
-		idx, now = s.idx, s.idx*p.window
+		Idx, now = s.Idx, s.Idx*p.Window
 	}
-	count := int64(0)
-	if s.has && s.idx == idx {
-		count = s.count
+	Count := int64(0)
+	if s.Has && s.Idx == Idx {
+		Count = s.Count
 	}
-	ok := count+p.cost <= p.limit
-	if ok && commit {
-		count += p.cost
-		*next = counterState{idx: idx, count: count, has: true}
+	ok := Count+p.Cost <= p.Limit
+	if ok && Commit {
+		Count += p.Cost
+		*next = CounterState{Idx: Idx, Count: Count, Has: true}
 	}
-	reset := (idx+1)*p.window - now
-	*out = layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: reset}
+	Reset := (Idx+1)*p.Window - now
+	*out = LayerOut{Allowed: ok, Remaining: max(0, p.Limit-Count), Reset: Reset}
 	if !ok {
 		// A cost above the limit is never admitted; the next window is still
 		// the honest earliest moment to try.
-		out.retry = reset
+		out.Retry = Reset
 	}
 }
 
 // evalSlidingCounter weights the previous window by the part of it still
 // inside the sliding window: prev*(W-elapsed)/W + curr.
-func evalSlidingCounter(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
-	idx := now / p.window
-	if s.has && s.idx == idx+1 {
-		idx, now = s.idx, s.idx*p.window
+func EvalSlidingCounter(s *CounterState, p *Params, now int64, Commit bool, next *CounterState, out *LayerOut) {
+	Idx := now / p.Window
+	if s.Has && s.Idx == Idx+1 {
+		Idx, now = s.Idx, s.Idx*p.Window
 	}
-	var curr, prev int64
-	if s.has {
-		switch s.idx {
-		case idx:
-			curr, prev = s.count, s.prev
-		case idx - 1:
-			prev = s.count
+	var curr, Prev int64
+	if s.Has {
+		switch s.Idx {
+		case Idx:
+			curr, Prev = s.Count, s.Prev
+		case Idx - 1:
+			Prev = s.Count
 		}
 	}
-	elapsed := now - idx*p.window
-	w := float64(p.window)
-	est := float64(prev)*float64(p.window-elapsed)/w + float64(curr)
-	ok := est+float64(p.cost) <= float64(p.limit)
-	if ok && commit {
-		curr += p.cost
-		est += float64(p.cost)
-		*next = counterState{idx: idx, count: curr, prev: prev, has: true}
+	elapsed := now - Idx*p.Window
+	w := float64(p.Window)
+	est := float64(Prev)*float64(p.Window-elapsed)/w + float64(curr)
+	ok := est+float64(p.Cost) <= float64(p.Limit)
+	if ok && Commit {
+		curr += p.Cost
+		est += float64(p.Cost)
+		*next = CounterState{Idx: Idx, Count: curr, Prev: Prev, Has: true}
 	}
-	*out = layerOut{allowed: ok, remaining: max(0, int64(math.Floor(float64(p.limit)-est)))}
+	*out = LayerOut{Allowed: ok, Remaining: max(0, int64(math.Floor(float64(p.Limit)-est)))}
 	switch {
 	case curr > 0:
-		out.reset = (idx+2)*p.window - now
-	case prev > 0:
-		out.reset = (idx+1)*p.window - now
+		out.Reset = (Idx+2)*p.Window - now
+	case Prev > 0:
+		out.Reset = (Idx+1)*p.Window - now
 	}
 	if !ok {
-		avail := p.limit - p.cost - curr
+		avail := p.Limit - p.Cost - curr
 		switch {
-		case avail >= 0 && prev > 0:
+		case avail >= 0 && Prev > 0:
 			// Within this window: prev*(W-e)/W <= avail.
-			e := p.window - int64(math.Floor(float64(avail)*w/float64(prev)))
-			out.retry = e - elapsed
-		case p.limit-p.cost < 0 || curr == 0:
-			out.retry = out.reset
+			e := p.Window - int64(math.Floor(float64(avail)*w/float64(Prev)))
+			out.Retry = e - elapsed
+		case p.Limit-p.Cost < 0 || curr == 0:
+			out.Retry = out.Reset
 		default:
 			// Next window, where this window's count becomes prev.
-			e := p.window - int64(math.Floor(float64(p.limit-p.cost)*w/float64(curr)))
-			out.retry = (idx+1)*p.window - now + e
+			e := p.Window - int64(math.Floor(float64(p.Limit-p.Cost)*w/float64(curr)))
+			out.Retry = (Idx+1)*p.Window - now + e
 		}
 	}
 }
 
 // evalTokenBucket is a token bucket kept as its GCRA equivalent: tat is when
 // the bucket would be full again; tokens = burst - (tat-now)/T, T = W/limit.
-func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
-	t := p.interval
+func EvalTokenBucket(s *CounterState, p *Params, now int64, Commit bool, next *CounterState, out *LayerOut) {
+	t := p.Interval
 	n := float64(now)
 	base := n
-	if s.has && s.tat() > n {
-		base = s.tat()
+	if s.Has && s.Tat() > n {
+		base = s.Tat()
 	}
-	tolerance := p.tolerance
-	newTat := base + float64(p.cost)*t
-	ok := newTat-n <= tolerance
+	Tolerance := p.Tolerance
+	newTat := base + float64(p.Cost)*t
+	ok := newTat-n <= Tolerance
 	used := base - n
-	if ok && commit {
+	if ok && Commit {
 		used = newTat - n
-		*next = bucketState(newTat)
+		*next = BucketState(newTat)
 	}
-	*out = layerOut{
-		allowed:   ok,
-		remaining: max(0, int64(math.Floor((tolerance-used)/t))),
-		reset:     int64(math.Ceil(used)),
+	*out = LayerOut{
+		Allowed:   ok,
+		Remaining: max(0, int64(math.Floor((Tolerance-used)/t))),
+		Reset:     int64(math.Ceil(used)),
 	}
 	if !ok {
-		out.retry = int64(math.Ceil(newTat - n - tolerance))
+		out.Retry = int64(math.Ceil(newTat - n - Tolerance))
 	}
 }
 
@@ -376,102 +376,102 @@ func evalTokenBucket(s *counterState, p *params, now int64, commit bool, next *c
 // request waits max(tat, now) - now and is admitted while that wait is at
 // most burst*T (burst requests queued ahead of it). In ModeReject the same
 // rule polices without waiting, so up to burst+1 requests pass back to back.
-func evalLeakyBucket(s *counterState, p *params, now int64, commit bool, next *counterState, out *layerOut) {
-	t := p.interval
+func EvalLeakyBucket(s *CounterState, p *Params, now int64, Commit bool, next *CounterState, out *LayerOut) {
+	t := p.Interval
 	n := float64(now)
 	base := n
-	if s.has && s.tat() > n {
-		base = s.tat()
+	if s.Has && s.Tat() > n {
+		base = s.Tat()
 	}
-	tolerance := p.tolerance
-	wait := base - n
-	ok := wait <= tolerance
-	depth := wait
+	Tolerance := p.Tolerance
+	Wait := base - n
+	ok := Wait <= Tolerance
+	depth := Wait
 	var delay int64
-	if ok && commit {
-		newTat := base + float64(p.cost)*t
+	if ok && Commit {
+		newTat := base + float64(p.Cost)*t
 		depth = newTat - n
-		*next = bucketState(newTat)
-		delay = int64(math.Ceil(wait))
+		*next = BucketState(newTat)
+		delay = int64(math.Ceil(Wait))
 	}
-	*out = layerOut{
-		allowed:   ok,
-		remaining: max(0, int64(math.Floor((tolerance-depth)/t))+1),
-		reset:     int64(math.Ceil(depth)),
-		wait:      delay,
+	*out = LayerOut{
+		Allowed:   ok,
+		Remaining: max(0, int64(math.Floor((Tolerance-depth)/t))+1),
+		Reset:     int64(math.Ceil(depth)),
+		Wait:      delay,
 	}
 	if !ok {
-		out.retry = int64(math.Ceil(wait - tolerance))
+		out.Retry = int64(math.Ceil(Wait - Tolerance))
 	}
 }
 
 // expiresAt is when a counter state no longer matters, in µs.
-func (s *counterState) expiresAt(p *params) int64 {
-	switch p.kind {
-	case kindFixedWindow:
-		return (s.idx + 1) * p.window
-	case kindSlidingCounter:
-		return (s.idx + 2) * p.window
-	case kindQuota:
-		return s.idx + p.window // the period's start and its longest length
+func (s *CounterState) ExpiresAt(p *Params) int64 {
+	switch p.Kind {
+	case KindFixedWindow:
+		return (s.Idx + 1) * p.Window
+	case KindSlidingCounter:
+		return (s.Idx + 2) * p.Window
+	case KindQuota:
+		return s.Idx + p.Window // the period's start and its longest length
 	default:
-		return int64(math.Ceil(s.tat()))
+		return int64(math.Ceil(s.Tat()))
 	}
 }
 
-func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+func Micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // logEntry is one admitted request of a sliding log.
-type logEntry struct{ ts, cost int64 }
+type LogEntry struct{ TS, Cost int64 }
 
 // logRing is the memory store's sliding log: admitted requests in time order
 // from head, and the sum of their costs.
-type logRing struct {
-	entries []logEntry
-	head    int
-	sum     int64
+type LogRing struct {
+	Entries []LogEntry
+	Head    int
+	Sum     int64
 }
 
 // live returns the cost inside (now-W, now] and the first entry in it, without
 // changing the ring (Peek and rejected requests write nothing).
-func (r *logRing) live(now, window int64) (sum int64, first int) {
+func (r *LogRing) Live(now, Window int64) (Sum int64, first int) {
 	if r == nil {
 		return 0, 0
 	}
-	sum, first = r.sum, r.head
-	for first < len(r.entries) && r.entries[first].ts <= now-window {
-		sum -= r.entries[first].cost
+	Sum, first = r.Sum, r.Head
+	for first < len(r.Entries) && r.Entries[first].TS <= now-Window {
+		Sum -= r.Entries[first].Cost
 		first++
 	}
-	return sum, first
+	return Sum, first
 }
 
 // evalSlidingLog admits when the cost logged in (now-W, now] plus this cost
 // stays within the limit; rejected requests are not logged.
-func evalSlidingLog(r *logRing, p *params, now int64, commit bool, out *layerOut) {
-	sum, first := r.live(now, p.window)
-	ok := sum+p.cost <= p.limit
+func EvalSlidingLog(r *LogRing, p *Params, now int64, Commit bool, out *LayerOut) {
+	Sum, first := r.Live(now, p.Window)
+	ok := Sum+p.Cost <= p.Limit
 	newest, hasNewest := int64(0), false
-	if r != nil && first < len(r.entries) {
-		newest, hasNewest = r.entries[len(r.entries)-1].ts, true
+	if r != nil && first < len(r.Entries) {
+		newest, hasNewest = r.Entries[len(r.Entries)-1].TS, true
 	}
-	if ok && commit {
-		sum += p.cost
+	if ok && Commit {
+		Sum += p.Cost
 		newest, hasNewest = now, true
 	}
-	*out = layerOut{allowed: ok, remaining: max(0, p.limit-sum)}
+	*out = LayerOut{Allowed: ok, Remaining: max(0, p.Limit-Sum)}
 	if hasNewest {
-		out.reset = newest + p.window - now
+		out.Reset = newest + p.Window - now
 	}
 	if !ok {
-		out.retry = out.reset
-		if p.cost <= p.limit {
+		out.Retry = out.Reset
+		if p.Cost <= p.Limit {
 			// Wait until enough of the oldest entries leave the window.
-			need, freed := sum+p.cost-p.limit, int64(0)
-			for i := first; i < len(r.entries); i++ {
-				freed += r.entries[i].cost
+			need, freed := Sum+p.Cost-p.Limit, int64(0)
+			for i := first; i < len(r.Entries); i++ {
+				freed += r.Entries[i].Cost
 				if freed >= need {
-					out.retry = r.entries[i].ts + p.window - now
+					out.Retry = r.Entries[i].TS + p.Window - now
 					break
 				}
 			}
@@ -481,16 +481,16 @@ func evalSlidingLog(r *logRing, p *params, now int64, commit bool, out *layerOut
 
 // commit drops expired entries and logs an admitted request. The backing
 // array is reused, so a steady subject allocates nothing.
-func (r *logRing) commit(now, window, cost int64) {
-	sum, first := r.live(now, window)
-	r.sum, r.head = sum, first
-	if r.head > 0 && r.head >= len(r.entries)/2 {
-		n := copy(r.entries, r.entries[r.head:])
-		r.entries = r.entries[:n]
-		r.head = 0
+func (r *LogRing) Commit(now, Window, Cost int64) {
+	Sum, first := r.Live(now, Window)
+	r.Sum, r.Head = Sum, first
+	if r.Head > 0 && r.Head >= len(r.Entries)/2 {
+		n := copy(r.Entries, r.Entries[r.Head:])
+		r.Entries = r.Entries[:n]
+		r.Head = 0
 	}
-	r.entries = append(r.entries, logEntry{ts: now, cost: cost})
-	r.sum += cost
+	r.Entries = append(r.Entries, LogEntry{TS: now, Cost: Cost})
+	r.Sum += Cost
 }
 
 // figures are what give a counter state its meaning: the algorithm and the
@@ -498,13 +498,13 @@ func (r *logRing) commit(now, window, cost int64) {
 // stores keep them beside the state, so a limit edited in place rescales its
 // state at the next request instead of starting afresh or waiting for the
 // old window to end.
-type figures struct {
-	kind                 algKind
-	window, limit, burst int64
+type Figures struct {
+	Kind                 AlgKind
+	Window, Limit, Burst int64
 }
 
-func figuresOf(p *params) figures {
-	return figures{kind: p.kind, window: p.window, limit: p.limit, burst: p.burst}
+func FiguresOf(p *Params) Figures {
+	return Figures{Kind: p.Kind, Window: p.Window, Limit: p.Limit, Burst: p.Burst}
 }
 
 // rescale returns s, made under the figures f, as a state of p at now. The
@@ -515,38 +515,38 @@ func figuresOf(p *params) figures {
 // admits at the next request, lowering one rejects at the next request, and
 // neither waits for an old window or arrival time. Another algorithm starts
 // afresh. scripts/decide.lua's rescale runs the same operations.
-func rescale(s counterState, f figures, p *params, now int64) counterState {
-	if !s.has {
+func Rescale(s CounterState, f Figures, p *Params, now int64) CounterState {
+	if !s.Has {
 		return s
 	}
-	if f.kind != p.kind {
-		return counterState{}
+	if f.Kind != p.Kind {
+		return CounterState{}
 	}
-	switch p.kind {
-	case kindQuota:
-		if f.window != p.window {
-			return counterState{} // another period
+	switch p.Kind {
+	case KindQuota:
+		if f.Window != p.Window {
+			return CounterState{} // another period
 		}
 		return s // the period's count, against whatever the limit is now
-	case kindFixedWindow, kindSlidingCounter:
-		if f.window == p.window {
+	case KindFixedWindow, KindSlidingCounter:
+		if f.Window == p.Window {
 			return s // a count is compared with whatever the limit is now
 		}
-		idx := now / f.window
-		switch s.idx {
-		case idx, idx + 1: // the current window (idx+1: the clock stepped back)
-			return counterState{idx: now / p.window, count: s.count, prev: s.prev, has: true}
-		case idx - 1:
-			if p.kind == kindSlidingCounter {
-				return counterState{idx: now / p.window, prev: s.count, has: true}
+		Idx := now / f.Window
+		switch s.Idx {
+		case Idx, Idx + 1: // the current window (idx+1: the clock stepped back)
+			return CounterState{Idx: now / p.Window, Count: s.Count, Prev: s.Prev, Has: true}
+		case Idx - 1:
+			if p.Kind == KindSlidingCounter {
+				return CounterState{Idx: now / p.Window, Prev: s.Count, Has: true}
 			}
 		}
-		return counterState{}
+		return CounterState{}
 	default:
-		n, tat := float64(now), s.tat()
-		if (f.window == p.window && f.limit == p.limit) || tat <= n {
+		n, Tat := float64(now), s.Tat()
+		if (f.Window == p.Window && f.Limit == p.Limit) || Tat <= n {
 			return s // the same rate, or no debt: a burst change is in the tolerance
 		}
-		return bucketState(n + (tat-n)/(float64(f.window)/float64(f.limit))*p.interval)
+		return BucketState(n + (Tat-n)/(float64(f.Window)/float64(f.Limit))*p.Interval)
 	}
 }

@@ -1,7 +1,8 @@
-// Package enforce is Sluice's enforcement engine: the five rate-limit
-// algorithms, the stores that hold their state (Redis for many instances, memory
-// for one), and the net/http middleware that identifies a caller, decides, and
-// writes the standard rate-limit headers.
+// Package enforce is the core of Sluice's enforcement engine: the vocabulary
+// (Limit, Request, Decision, Store, Caller, FailureMode), the algorithms'
+// arithmetic both stores run, and Engine.Decide, the one entry point every
+// way in calls. It knows no transport: the stores live in memstore and
+// redisstore, the HTTP middleware in httplimit.
 package enforce
 
 import (
@@ -183,4 +184,10 @@ type LayerResult struct {
 	// Period is, for a Quota, the length of the period the decision fell
 	// in (the RateLimit-Policy w: months and years vary); zero otherwise.
 	Period time.Duration
+}
+
+// layersAllower is a Store that can write a decision's layers into a slice
+// the caller provides (MemoryStore.AllowInto), sparing an allocation.
+type LayersAllower interface {
+	AllowInto(ctx context.Context, req Request, layers []LayerResult) (Decision, error)
 }

@@ -1,6 +1,9 @@
 package enforce
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Quota is the calendar algorithm: a number of cost units per day, month or
 // year (Limit.Period), renewing at the subject's billing anchor
@@ -30,20 +33,20 @@ const dayMicros = int64(24 * time.Hour / time.Microsecond)
 
 // quota codes as the Lua script knows them, one per period.
 const (
-	codeQuotaDay   = "qd"
-	codeQuotaMonth = "qm"
-	codeQuotaYear  = "qy"
+	CodeQuotaDay   = "qd"
+	CodeQuotaMonth = "qm"
+	CodeQuotaYear  = "qy"
 )
 
 // periodCode is p's code in the script, "" for an unknown period.
-func periodCode(p Period) string {
+func PeriodCode(p Period) string {
 	switch p {
 	case PeriodDay:
-		return codeQuotaDay
+		return CodeQuotaDay
 	case PeriodMonth:
-		return codeQuotaMonth
+		return CodeQuotaMonth
 	case PeriodYear:
-		return codeQuotaYear
+		return CodeQuotaYear
 	}
 	return ""
 }
@@ -64,8 +67,8 @@ func quotaSpan(p Period) int64 {
 
 // periodBounds returns the start and end (µs) of the period of kind period
 // ("qd", "qm" or "qy") that holds now, for a subject anchored at anchor.
-func periodBounds(period string, now, anchor int64) (start, end int64) {
-	if period == codeQuotaDay {
+func PeriodBounds(period string, now, anchor int64) (start, end int64) {
+	if period == CodeQuotaDay {
 		n := (now - anchor) / dayMicros
 		if (now-anchor)%dayMicros < 0 {
 			n-- // floor, for a now before the anchor
@@ -79,7 +82,7 @@ func periodBounds(period string, now, anchor int64) (start, end int64) {
 		last := time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
 		return time.Date(y, m, min(a.Day(), last), a.Hour(), a.Minute(), a.Second(), a.Nanosecond(), time.UTC).UnixMicro()
 	}
-	if period == codeQuotaMonth {
+	if period == CodeQuotaMonth {
 		y, m := t.Year(), t.Month()
 		c := at(y, m)
 		if now >= c {
@@ -103,7 +106,7 @@ func periodBounds(period string, now, anchor int64) (start, end int64) {
 }
 
 // anchorMicros is a request's anchor in µs, 0 for the zero Time.
-func anchorMicros(t time.Time) int64 {
+func AnchorMicros(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
@@ -112,19 +115,31 @@ func anchorMicros(t time.Time) int64 {
 
 // evalQuota admits while the period's count plus cost stays within the
 // limit; the state is the period's start (idx) and its count.
-func evalQuota(s *counterState, p *params, now, anchor int64, commit bool, next *counterState, out *layerOut) {
-	start, end := periodBounds(p.period, now, anchor)
+func EvalQuota(s *CounterState, p *Params, now, anchor int64, commit bool, next *CounterState, out *LayerOut) {
+	start, end := PeriodBounds(p.Period, now, anchor)
 	count := int64(0)
-	if s.has && s.idx == start {
-		count = s.count
+	if s.Has && s.Idx == start {
+		count = s.Count
 	}
-	ok := count+p.cost <= p.limit
+	ok := count+p.Cost <= p.Limit
 	if ok && commit {
-		count += p.cost
-		*next = counterState{idx: start, count: count, has: true}
+		count += p.Cost
+		*next = CounterState{Idx: start, Count: count, Has: true}
 	}
-	*out = layerOut{allowed: ok, remaining: max(0, p.limit-count), reset: end - now, span: end - start}
+	*out = LayerOut{Allowed: ok, Remaining: max(0, p.Limit-count), Reset: end - now, Span: end - start}
 	if !ok {
-		out.retry = end - now
+		out.Retry = end - now
 	}
+}
+
+// quotaOf checks that req names one quota and returns its params and the
+// instant (µs) of now in the subject's period.
+func QuotaOf(req Request) (Params, error) {
+	if err := ValidateRequest(req); err != nil {
+		return Params{}, err
+	}
+	if len(req.Limits) != 1 || req.Limits[0].Algorithm != Quota {
+		return Params{}, fmt.Errorf("%w: adjusting a quota needs exactly one quota limit", ErrInvalidRequest)
+	}
+	return ParamsOf(&req.Limits[0])
 }

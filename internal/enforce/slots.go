@@ -41,7 +41,7 @@ const DefaultSlotLease = 60 * time.Second
 // in a request of its own. A token of a lease already released or expired
 // releases nothing; a malformed one is ErrInvalidRequest.
 type SlotStore interface {
-	AcquireSlots(ctx context.Context, req Request, lease time.Duration) (*Lease, Decision, error)
+	AcquireSlots(ctx context.Context, req Request, Duration time.Duration) (*Lease, Decision, error)
 	ReleaseToken(ctx context.Context, token string) error
 }
 
@@ -50,28 +50,28 @@ type SlotStore interface {
 // slots. Both are safe to call after the lease expired: they then do
 // nothing. A Lease is not safe for concurrent use.
 type Lease struct {
-	holder slotHolder
+	Holder SlotHolder
 	// kind is the store that holds it, in its token: leaseMemory or
 	// leaseRedis.
-	kind  byte
-	id    string
-	keys  []string
-	lease time.Duration
+	Kind     byte
+	LeaseID  string
+	Keys     []string
+	Duration time.Duration
 	// expires is the store's clock at acquisition plus the lease: the
 	// latest the slots are held unless renewed.
-	expires  time.Time
-	released bool
+	ExpiresAt time.Time
+	released  bool
 }
 
 // slotHolder is the store side of a Lease.
-type slotHolder interface {
-	releaseSlots(ctx context.Context, l *Lease) error
-	renewSlots(ctx context.Context, l *Lease) error
+type SlotHolder interface {
+	ReleaseSlots(ctx context.Context, l *Lease) error
+	RenewSlots(ctx context.Context, l *Lease) error
 }
 
 // ID names the lease: what a gateway without a completion callback hands
 // back to release it early (see the gateway's release endpoint).
-func (l *Lease) ID() string { return l.id }
+func (l *Lease) ID() string { return l.LeaseID }
 
 // Token names the lease and its slots in a string safe for an HTTP header
 // (base64url), which SlotStore.ReleaseToken accepts on any instance. It
@@ -79,9 +79,9 @@ func (l *Lease) ID() string { return l.id }
 // the lease id in it is random, so no token of another lease can be
 // guessed.
 func (l *Lease) Token() string {
-	b := []byte{l.kind}
-	b = append(b, l.id...)
-	for _, k := range l.keys {
+	b := []byte{l.Kind}
+	b = append(b, l.LeaseID...)
+	for _, k := range l.Keys {
 		b = append(b, '\n')
 		b = append(b, k...)
 	}
@@ -90,12 +90,12 @@ func (l *Lease) Token() string {
 
 // The kinds of lease, by the store holding them.
 const (
-	leaseMemory = 'm'
-	leaseRedis  = 'r'
+	LeaseMemory = 'm'
+	LeaseRedis  = 'r'
 )
 
 // parseLeaseToken reads a token of Lease.Token.
-func parseLeaseToken(token string) (kind byte, id string, keys []string, err error) {
+func ParseLeaseToken(token string) (Kind byte, LeaseID string, Keys []string, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || len(token) > maxLeaseToken || len(b) < 2 {
 		return 0, "", nil, fmt.Errorf("%w: malformed lease token", ErrInvalidRequest)
@@ -108,7 +108,7 @@ func parseLeaseToken(token string) (kind byte, id string, keys []string, err err
 const maxLeaseToken = 4096
 
 // Expires is when the slots are released anyway unless renewed.
-func (l *Lease) Expires() time.Time { return l.expires }
+func (l *Lease) Expires() time.Time { return l.ExpiresAt }
 
 // Release frees the lease's slots. Calling it again does nothing.
 func (l *Lease) Release(ctx context.Context) error {
@@ -116,7 +116,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	l.released = true
-	return l.holder.releaseSlots(ctx, l)
+	return l.Holder.ReleaseSlots(ctx, l)
 }
 
 // Renew extends the lease by its length from now.
@@ -124,11 +124,11 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if l == nil || l.released {
 		return nil
 	}
-	return l.holder.renewSlots(ctx, l)
+	return l.Holder.RenewSlots(ctx, l)
 }
 
 // hasConcurrency reports whether any of limits is a Concurrency limit.
-func hasConcurrency(limits []Limit) bool {
+func HasConcurrency(limits []Limit) bool {
 	for i := range limits {
 		if limits[i].Algorithm == Concurrency {
 			return true
@@ -139,7 +139,7 @@ func hasConcurrency(limits []Limit) bool {
 
 // splitConcurrency returns the concurrency limits of limits and the others,
 // each in their original order.
-func splitConcurrency(limits []Limit) (slots, rate []Limit) {
+func SplitConcurrency(limits []Limit) (slots, rate []Limit) {
 	for _, l := range limits {
 		if l.Algorithm == Concurrency {
 			slots = append(slots, l)
@@ -151,12 +151,12 @@ func splitConcurrency(limits []Limit) (slots, rate []Limit) {
 }
 
 // validateSlots checks a slot request as validateRequest does a decision.
-func validateSlots(req Request, lease time.Duration) error {
-	if err := validateRequest(req); err != nil {
+func ValidateSlots(req Request, Duration time.Duration) error {
+	if err := ValidateRequest(req); err != nil {
 		return err
 	}
-	if lease <= 0 {
-		return fmt.Errorf("%w: slot lease %s: must be positive", ErrInvalidRequest, lease)
+	if Duration <= 0 {
+		return fmt.Errorf("%w: slot lease %s: must be positive", ErrInvalidRequest, Duration)
 	}
 	for _, l := range req.Limits {
 		switch {
@@ -171,7 +171,7 @@ func validateSlots(req Request, lease time.Duration) error {
 
 // slotOut is one concurrency layer's result: in flight is the number of
 // live leases (this one included when it was taken).
-func slotOut(l Limit, allowed bool, inFlight int64) LayerResult {
+func SlotOut(l Limit, allowed bool, inFlight int64) LayerResult {
 	r := LayerResult{Limit: l, Allowed: allowed, Remaining: max(l.Limit-inFlight, 0)}
 	if !allowed {
 		r.RetryAfter = time.Second
@@ -181,7 +181,7 @@ func slotOut(l Limit, allowed bool, inFlight int64) LayerResult {
 
 // slotsAdmit says whether slot layers admit a request: every layer not in
 // shadow mode has a slot.
-func slotsAdmit(layers []LayerResult) bool {
+func SlotsAdmit(layers []LayerResult) bool {
 	for i := range layers {
 		if !layers[i].Allowed && layers[i].Limit.Mode != ModeShadow {
 			return false
@@ -193,8 +193,8 @@ func slotsAdmit(layers []LayerResult) bool {
 // peekWithSlots is a store's Peek of a request with concurrency limits:
 // the rate limits go to peekRate, the slots are counted by peekSlots, and
 // the layers are merged back in the request's order.
-func peekWithSlots(ctx context.Context, req Request, peekRate func(context.Context, Request) (Decision, error), peekSlots func(context.Context, Request) (Decision, error)) (Decision, error) {
-	slots, rate := splitConcurrency(req.Limits)
+func PeekWithSlots(ctx context.Context, req Request, peekRate func(context.Context, Request) (Decision, error), peekSlots func(context.Context, Request) (Decision, error)) (Decision, error) {
+	slots, rate := SplitConcurrency(req.Limits)
 	sreq := req
 	sreq.Limits = slots
 	sd, err := peekSlots(ctx, sreq)
@@ -210,12 +210,12 @@ func peekWithSlots(ctx context.Context, req Request, peekRate func(context.Conte
 	if err != nil {
 		return Decision{}, err
 	}
-	return mergeLayers(req.Limits, sd, rd), nil
+	return MergeLayers(req.Limits, sd, rd), nil
 }
 
 // mergeLayers is the decision of limits made of a slot decision and a rate
 // decision: the layers in the order of limits, allowed when both are.
-func mergeLayers(limits []Limit, slots, rate Decision) Decision {
+func MergeLayers(limits []Limit, slots, rate Decision) Decision {
 	d := rate
 	d.Allowed = slots.Allowed && rate.Allowed
 	d.Local = slots.Local || rate.Local
@@ -241,4 +241,4 @@ func mergeLayers(limits []Limit, slots, rate Decision) Decision {
 }
 
 // errSlotsAllow is what Store.Allow says of a concurrency limit.
-var errSlotsAllow = errors.New("concurrency limits hold slots: acquire them with AcquireSlots")
+var ErrSlotsAllow = errors.New("concurrency limits hold slots: acquire them with AcquireSlots")

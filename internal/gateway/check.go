@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 )
 
 // CheckPath is where the forward-auth endpoint is mounted.
@@ -98,7 +98,7 @@ func firstOf(h http.Header, names ...string) string {
 // asked about completes: they last the lease (PORTAL_CONCURRENCY_LEASE)
 // unless released at ReleasePath with the token in HeaderLease.
 var admitted = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	if l := enforce.KeepSlots(r.Context()); l != nil {
+	if l := httplimit.KeepSlots(r.Context()); l != nil {
 		w.Header().Set(HeaderLease, l.Token())
 		w.Header().Set(HeaderLeaseExpires, strconv.FormatInt(l.Expires().Unix(), 10))
 	}

@@ -17,6 +17,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/failover"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
@@ -44,7 +47,7 @@ type fixture struct {
 	services *services.Repo
 	holder   *snapshot.Holder
 	store    enforce.Store
-	mw       *enforce.Middleware
+	mw       *httplimit.Middleware
 	plan     plans.Plan
 	key      apikeys.Key
 	secret   string
@@ -73,9 +76,9 @@ func newFixture(t testing.TB, store enforce.Store) *fixture {
 	go func() { defer close(done); _ = f.holder.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	if f.store == nil {
-		f.store = enforce.NewMemoryStore(enforce.MemoryOptions{})
+		f.store = memstore.New(memstore.Options{})
 	}
-	f.mw = enforce.NewMiddleware(f.store, f.holder, enforce.MiddlewareOptions{
+	f.mw = httplimit.NewMiddleware(f.store, f.holder, httplimit.Options{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Logger:         logger,
 	})
@@ -135,11 +138,11 @@ func (f *fixture) useCheck(h http.Handler) { f.check.Store(&h) }
 // (Redis) is unreachable, in the portal's failure mode: local decides on
 // this instance's memory, closed refuses.
 func (f *fixture) outageCheck(mode enforce.FailureMode) http.Handler {
-	fo := enforce.FailoverOptions{}
+	fo := failover.Options{}
 	if mode == enforce.FailLocal {
-		fo.Local = enforce.NewMemoryStore(enforce.MemoryOptions{})
+		fo.Local = memstore.New(memstore.Options{})
 	}
-	mw := enforce.NewMiddleware(enforce.NewFailoverStore(unreachableStore{}, fo), f.holder, enforce.MiddlewareOptions{
+	mw := httplimit.NewMiddleware(failover.New(unreachableStore{}, fo), f.holder, httplimit.Options{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Logger:         f.logger,
 		FailureMode:    mode,

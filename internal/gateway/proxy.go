@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/egress"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/services"
 )
 
@@ -144,9 +144,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 		// Over a degrade-mode tier the engine marks the response; the
 		// upstream is told too, so it serves its reduced answer. A client's
 		// own Sluice-Degraded never reaches it.
-		r.Header.Del(enforce.HeaderDegraded)
-		if d := w.Header().Get(enforce.HeaderDegraded); d != "" {
-			r.Header.Set(enforce.HeaderDegraded, d)
+		r.Header.Del(httplimit.HeaderDegraded)
+		if d := w.Header().Get(httplimit.HeaderDegraded); d != "" {
+			r.Header.Set(httplimit.HeaderDegraded, d)
 		}
 		rp.ServeHTTP(w, r)
 	}))

@@ -3,15 +3,16 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -67,19 +68,19 @@ const (
 type RateLimitService struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	catalogs Catalogs
-	enforcer HitsEnforcer
+	enforcer Checker
 	log      *slog.Logger
 }
 
-// HitsEnforcer is the engine's middleware with a request cost:
-// *enforce.Middleware.
-type HitsEnforcer interface {
-	EnforceHits(w http.ResponseWriter, r *http.Request, route string, hits int64, next http.Handler)
+// Checker decides a request that is not an http.Request, with a request
+// cost: *httplimit.Middleware.
+type Checker interface {
+	Check(ctx context.Context, cred httplimit.Credentials, route string, hits int64) httplimit.Verdict
 }
 
 // NewRateLimitService returns the service; register it with
 // rlsv3.RegisterRateLimitServiceServer.
-func NewRateLimitService(catalogs Catalogs, enforcer HitsEnforcer, logger *slog.Logger) *RateLimitService {
+func NewRateLimitService(catalogs Catalogs, enforcer Checker, logger *slog.Logger) *RateLimitService {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -91,27 +92,27 @@ func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateL
 	res := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
 	hits := int64(max(req.GetHitsAddend(), 1))
 	for _, d := range req.GetDescriptors() {
-		st, rec := s.decide(ctx, d, hits)
+		st, v := s.decide(ctx, d, hits)
 		res.Statuses = append(res.Statuses, st)
 		if st.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
-			if rec != nil && res.OverallCode == rlsv3.RateLimitResponse_OK {
-				res.ResponseHeadersToAdd = headersToAdd(rec.header)
+			if v != nil && res.OverallCode == rlsv3.RateLimitResponse_OK {
+				res.ResponseHeadersToAdd = headersToAdd(v.Header)
 			}
 			continue
 		}
 		if res.OverallCode == rlsv3.RateLimitResponse_OK {
 			// The first refusal is the one the client sees.
 			res.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			res.ResponseHeadersToAdd = headersToAdd(rec.header)
-			res.RawBody = rec.body
+			res.ResponseHeadersToAdd = headersToAdd(v.Header)
+			res.RawBody = v.Body
 		}
 	}
 	return res, nil
 }
 
-// decide runs one descriptor through the engine; rec is nil for a
+// decide runs one descriptor through the engine; the verdict is nil for a
 // descriptor that is not Sluice's.
-func (s *RateLimitService) decide(ctx context.Context, d *rlv3.RateLimitDescriptor, hits int64) (*rlsv3.RateLimitResponse_DescriptorStatus, *recorder) {
+func (s *RateLimitService) decide(ctx context.Context, d *rlv3.RateLimitDescriptor, hits int64) (*rlsv3.RateLimitResponse_DescriptorStatus, *httplimit.Verdict) {
 	var method, path, host, route, key, auth, addr string
 	known := false
 	for _, e := range d.GetEntries() {
@@ -144,32 +145,17 @@ func (s *RateLimitService) decide(ctx context.Context, d *rlv3.RateLimitDescript
 			route = p
 		}
 	}
-	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
-	switch {
-	case key != "":
-		r.Header.Set("X-API-Key", key)
-	case auth != "":
-		r.Header.Set("Authorization", auth)
+	cred := httplimit.Credentials{APIKey: key, Authorization: auth}
+	if a, err := netip.ParseAddr(addr); err == nil {
+		cred.Addr = a
 	}
-	r.RemoteAddr = remoteAddr(addr)
-	rec := &recorder{header: http.Header{}}
-	s.enforcer.EnforceHits(rec, r, route, hits, admitted)
+	v := s.enforcer.Check(ctx, cred, route, hits)
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	if rec.status != http.StatusOK {
+	if v.Status != http.StatusOK {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	fillStatus(st, rec.header)
-	return st, rec
-}
-
-// remoteAddr turns Envoy's remote_address (a bare address) into the
-// RemoteAddr form the engine parses.
-func remoteAddr(v string) string {
-	a, err := netip.ParseAddr(v)
-	if err != nil {
-		return ""
-	}
-	return netip.AddrPortFrom(a, 0).String()
+	fillStatus(st, v.Outcome)
+	return st, &v
 }
 
 // rateLimitHeaders are copied into response_headers_to_add, in this order.
@@ -186,54 +172,32 @@ func headersToAdd(h http.Header) []*corev3.HeaderValue {
 	return out
 }
 
-// fillStatus reads the binding limit from the headers the engine wrote:
-// the RateLimit item names it with what remains and the seconds until
-// reset, and its RateLimit-Policy item has its quota and window.
-func fillStatus(st *rlsv3.RateLimitResponse_DescriptorStatus, h http.Header) {
-	name, params, ok := firstItem(h.Get("RateLimit"))
+// fillStatus describes the layer that fired (or binds) in st: what
+// remains of it, when it resets, and its quota and window.
+func fillStatus(st *rlsv3.RateLimitResponse_DescriptorStatus, out enforce.Outcome) {
+	l, ok := out.Fired()
 	if !ok {
 		return
 	}
-	if r, err := strconv.ParseUint(params["r"], 10, 32); err == nil {
-		st.LimitRemaining = uint32(r)
+	st.LimitRemaining = uint32(min(max(l.Remaining, 0), math.MaxUint32))
+	st.DurationUntilReset = durationpb.New(time.Duration(ceilSeconds(l.ResetAfter)) * time.Second)
+	window := l.Limit.Window
+	if l.Period > 0 {
+		window = l.Period
 	}
-	if t, err := strconv.ParseInt(params["t"], 10, 64); err == nil {
-		st.DurationUntilReset = durationpb.New(time.Duration(t) * time.Second)
-	}
-	for _, item := range strings.Split(h.Get("RateLimit-Policy"), ",") {
-		pname, pp, ok := firstItem(item)
-		if !ok || pname != name {
-			continue
-		}
-		q, errQ := strconv.ParseUint(pp["q"], 10, 32)
-		w, errW := strconv.ParseInt(pp["w"], 10, 64)
-		if errQ != nil || errW != nil {
-			return
-		}
-		unit, mult := unitOf(w)
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(q), Unit: unit}
-		if mult != 1 {
-			st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(uint32(mult))
-		}
-		return
+	unit, mult := unitOf(int64(window / time.Second))
+	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: l.Limit.Name, RequestsPerUnit: uint32(min(l.Limit.Limit, math.MaxUint32)), Unit: unit}
+	if mult != 1 {
+		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(uint32(mult))
 	}
 }
 
-// firstItem parses the first item of a structured-field list such as
-// `"pro-search";r=37;t=23`.
-func firstItem(v string) (name string, params map[string]string, ok bool) {
-	v, _, _ = strings.Cut(v, ",")
-	parts := strings.Split(strings.TrimSpace(v), ";")
-	name = strings.Trim(parts[0], `"`)
-	if name == "" {
-		return "", nil, false
+// ceilSeconds rounds d up to whole seconds, never below zero.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
 	}
-	params = map[string]string{}
-	for _, p := range parts[1:] {
-		k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-		params[k] = val
-	}
-	return name, params, true
+	return int64((d + time.Second - 1) / time.Second)
 }
 
 // unitOf expresses a window of w seconds as Envoy's largest unit that
@@ -255,29 +219,4 @@ func unitOf(w int64) (rlsv3.RateLimitResponse_RateLimit_Unit, int64) {
 		}
 	}
 	return rlsv3.RateLimitResponse_RateLimit_SECOND, max(w, 1)
-}
-
-// recorder keeps what the engine answered for one descriptor.
-type recorder struct {
-	header http.Header
-	status int
-	body   []byte
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	if len(r.body)+len(b) <= maxErrorBody {
-		r.body = append(r.body, b...)
-	}
-	return len(b), nil
 }

@@ -10,7 +10,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -21,7 +21,7 @@ import (
 // Exactly the limit is admitted in total.
 func TestOneLimitWhicheverWayIn(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
-	store, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{Prefix: prefix})
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/gateway"
 )
 
@@ -139,9 +140,9 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 	res = get(t, "GET", base+"/items/1", f.secret)
 	body, _ = io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusOK || res.Header.Get(enforce.HeaderStoreDegraded) != "local" || res.Header.Get("X-RateLimit-Limit") != strconv.Itoa(itemsLimit) {
+	if res.StatusCode != http.StatusOK || res.Header.Get(httplimit.HeaderStoreDegraded) != "local" || res.Header.Get("X-RateLimit-Limit") != strconv.Itoa(itemsLimit) {
 		t.Errorf("decided locally: status %d, %s %q, X-RateLimit-Limit %q; want 200, local, %d (body %q)", res.StatusCode,
-			enforce.HeaderStoreDegraded, res.Header.Get(enforce.HeaderStoreDegraded), res.Header.Get("X-RateLimit-Limit"), itemsLimit, body)
+			httplimit.HeaderStoreDegraded, res.Header.Get(httplimit.HeaderStoreDegraded), res.Header.Get("X-RateLimit-Limit"), itemsLimit, body)
 	}
 	noInternalHeaders(t, "local decision", res)
 

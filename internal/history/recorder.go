@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 )
 
 // Retention of each resolution.
@@ -243,7 +244,7 @@ func (r *Recorder) RecordDecision(caller enforce.Caller, route string, n int64, 
 
 // RecordShadow tallies one request a shadow tier would have rejected. It
 // implements enforce.ShadowRecorder and never blocks on I/O.
-func (r *Recorder) RecordShadow(s enforce.ShadowRejection) {
+func (r *Recorder) RecordShadow(s httplimit.ShadowRejection) {
 	at := s.At
 	if at.IsZero() {
 		at = r.now()

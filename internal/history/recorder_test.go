@@ -16,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/services"
@@ -337,7 +339,7 @@ func TestMiddlewareFeedsHistoryAndShadowExactly(t *testing.T) {
 		anon: []enforce.Limit{{Name: "anon-busy", Route: "GET /busy", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Hour}},
 	}
 	reg := prometheus.NewRegistry()
-	mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{}), res, enforce.MiddlewareOptions{Registerer: reg, Shadow: rec, Record: rec})
+	mw := httplimit.NewMiddleware(memstore.New(memstore.Options{}), res, httplimit.Options{Registerer: reg, Shadow: rec, Record: rec})
 	mux := http.NewServeMux()
 	mux.Handle("GET /busy", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 
@@ -407,7 +409,7 @@ func TestRecordDecisionAllocatesNothingForAKnownRow(t *testing.T) {
 	key, anon := dev(1, 10, "free"), enforce.Caller{Subject: "ip:192.0.2.1", Plan: "anonymous"}
 	r.RecordDecision(key, "GET /api/search", 1, true)
 	r.RecordDecision(anon, "GET /api/search", 1, true)
-	shadow := enforce.ShadowRejection{Plan: "free", Tier: "t", Subject: key.Subject, Key: key.Key, At: clk.Now()}
+	shadow := httplimit.ShadowRejection{Plan: "free", Tier: "t", Subject: key.Subject, Key: key.Key, At: clk.Now()}
 	r.RecordShadow(shadow)
 	if n := testing.AllocsPerRun(200, func() {
 		r.RecordDecision(key, "GET /api/search", 1, true)
@@ -439,7 +441,7 @@ func TestGatewayWaysInFeedTheHistory(t *testing.T) {
 	rec := history.NewRecorder(pool, history.Options{})
 	limits := []enforce.Limit{{Name: "orders", Route: "GET /orders/{id}", Algorithm: enforce.FixedWindow, Limit: 4, Window: time.Hour}}
 	res := &resolver{keys: map[string]enforce.Caller{"sk_g": {Subject: "dev:8", Key: "key:80", KeyID: 80, UserID: 8, Plan: "partner", Limits: limits}}}
-	mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{}), res, enforce.MiddlewareOptions{Record: rec})
+	mw := httplimit.NewMiddleware(memstore.New(memstore.Options{}), res, httplimit.Options{Record: rec})
 	cat, err := services.NewCatalog([]services.Service{{Slug: "shop", Name: "Shop", Routes: []string{"GET /orders/{id}"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -485,10 +487,10 @@ func BenchmarkMiddlewareRecord(b *testing.B) {
 	res := &resolver{keys: map[string]enforce.Caller{"sk_b": {Subject: "dev:1", Key: "key:10", KeyID: 10, UserID: 1, Plan: "free", Limits: limits}}}
 	for _, tc := range []struct {
 		name string
-		rec  enforce.DecisionRecorder
+		rec  httplimit.DecisionRecorder
 	}{{"without", nil}, {"with", history.NewRecorder(nil, history.Options{})}} {
 		b.Run(tc.name, func(b *testing.B) {
-			mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{}), res, enforce.MiddlewareOptions{Record: tc.rec})
+			mw := httplimit.NewMiddleware(memstore.New(memstore.Options{}), res, httplimit.Options{Record: tc.rec})
 			h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			req := httptest.NewRequest("GET", "/api/search", nil)
 			req.Header.Set("Authorization", "Bearer sk_b")

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/services"
 )
 
@@ -125,8 +126,8 @@ type Answer struct {
 	DeveloperID int64  `json:"developer_id,omitempty"`
 	Plan        string `json:"plan,omitempty"`
 	// Route echoes the request's route.
-	Route  string                `json:"route,omitempty"`
-	Limits []enforce.LimitStatus `json:"limits"`
+	Route  string                  `json:"route,omitempty"`
+	Limits []httplimit.LimitStatus `json:"limits"`
 }
 
 // ErrorBody is the body of every answer that is not a 200.
@@ -140,7 +141,7 @@ type ErrorBody struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	ctx := r.Context()
-	if !h.allow(w, r, "ip:"+addressBlock(enforce.ClientIP(r, h.opts.TrustedProxies)), h.perAddress) {
+	if !h.allow(w, r, "ip:"+addressBlock(httplimit.ClientIP(r, h.opts.TrustedProxies)), h.perAddress) {
 		return
 	}
 	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -170,7 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, err := h.keys.ResolveKey(req.Key)
 	if errors.Is(err, enforce.ErrInvalidKey) {
-		writeJSON(w, http.StatusOK, Answer{Valid: false, Limits: []enforce.LimitStatus{}})
+		writeJSON(w, http.StatusOK, Answer{Valid: false, Limits: []httplimit.LimitStatus{}})
 		return
 	}
 	if err != nil {
@@ -179,7 +180,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "Keys cannot be checked right now; retry shortly.", 1)
 		return
 	}
-	a := Answer{Valid: true, KeyID: caller.KeyID, DeveloperID: caller.UserID, Plan: caller.Plan, Route: req.Route, Limits: []enforce.LimitStatus{}}
+	a := Answer{Valid: true, KeyID: caller.KeyID, DeveloperID: caller.UserID, Plan: caller.Plan, Route: req.Route, Limits: []httplimit.LimitStatus{}}
 	var limits []enforce.Limit
 	for _, l := range caller.Limits {
 		if l.Mode != enforce.ModeShadow && (req.Route == "" || l.Route == "" || l.Route == req.Route) {
@@ -276,7 +277,7 @@ func decode(w http.ResponseWriter, r *http.Request) (Request, string) {
 }
 
 // status is one layer as /api/rate-limit-status shows it.
-func status(l enforce.LayerResult, at time.Time) enforce.LimitStatus {
+func status(l enforce.LayerResult, at time.Time) httplimit.LimitStatus {
 	ceil := func(d time.Duration) int64 { return max(int64((d+time.Second-1)/time.Second), 0) }
 	window := max(ceil(max(l.Limit.Window, l.Period)), 1)
 	if l.Limit.Algorithm == enforce.Concurrency {
@@ -287,7 +288,7 @@ func status(l enforce.LayerResult, at time.Time) enforce.LimitStatus {
 	if reset.Nanosecond() > 0 {
 		resetUnix++
 	}
-	return enforce.LimitStatus{
+	return httplimit.LimitStatus{
 		Policy: l.Limit.Name, Route: l.Limit.Route, Algorithm: l.Limit.Algorithm, Mode: cmp.Or(l.Limit.Mode, enforce.ModeReject),
 		Limit: l.Limit.Limit, WindowSeconds: window, Period: l.Limit.Period, Burst: l.Limit.Burst, Cost: max(l.Limit.Cost, 1),
 		Remaining: max(l.Remaining, 0), Reset: resetUnix, ResetAfterSeconds: ceil(l.ResetAfter),

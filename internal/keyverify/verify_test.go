@@ -20,6 +20,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/snapshot"
@@ -183,11 +185,11 @@ func stores(t *testing.T) map[string]func() enforce.Store {
 	return map[string]func() enforce.Store{
 		"memory": func() enforce.Store {
 			now := time.Now()
-			return enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return now }})
+			return memstore.New(memstore.Options{Now: func() time.Time { return now }})
 		},
 		"redis": func() enforce.Store {
 			rdb, prefix := testenv.Redis(t)
-			s, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{Prefix: prefix})
+			s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)
 			}

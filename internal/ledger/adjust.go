@@ -9,7 +9,7 @@ import (
 )
 
 // GrantQuota grants units of req's one quota on the shared store (see
-// enforce.RedisStore.GrantQuota) and records the grant in the ledger, so
+// redisstore.Store.GrantQuota) and records the grant in the ledger, so
 // a counter rebuilt after a loss keeps it.
 func (l *Ledger) GrantQuota(ctx context.Context, req enforce.Request, units int64) (enforce.LayerResult, error) {
 	lr, err := l.shared.GrantQuota(ctx, req, units)

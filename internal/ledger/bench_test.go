@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -30,7 +31,7 @@ func BenchmarkLedgerOverhead(b *testing.B) {
 				name = c.name + "/Ledger"
 			}
 			b.Run(name, func(b *testing.B) {
-				mem := enforce.NewMemoryStore(enforce.MemoryOptions{})
+				mem := memstore.New(memstore.Options{})
 				var s enforce.Store = mem
 				if wrapped {
 					s = ledger.New(mem, testenv.Postgres(b), ledger.Options{Shared: mem})

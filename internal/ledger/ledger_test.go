@@ -11,6 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/failover"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -24,7 +27,7 @@ func monthly(subject string, limit int64) enforce.Request {
 // instance is one portal's stores over a private Redis and the test's
 // Postgres.
 type instance struct {
-	redis  *enforce.RedisStore
+	redis  *redisstore.Store
 	ledger *ledger.Ledger
 }
 
@@ -32,7 +35,7 @@ func newInstance(t *testing.T, pool *pgxpool.Pool, addr string) instance {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
-	rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: "ledger:", DisableUsage: true})
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: "ledger:", DisableUsage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,11 +188,11 @@ func TestLocalAdmissionsAreCountedAndWrittenBack(t *testing.T) {
 	ctx := context.Background()
 	const limit, spent, instances = 1000, 401, 2
 
-	newFleet := func(t *testing.T, addr string) (*switchable, *enforce.RedisStore, *ledger.Ledger) {
+	newFleet := func(t *testing.T, addr string) (*switchable, *redisstore.Store, *ledger.Ledger) {
 		in := newInstance(t, pool, addr)
 		sw := &switchable{Store: in.redis}
-		mem := enforce.NewMemoryStore(enforce.MemoryOptions{})
-		fo := enforce.NewFailoverStore(sw, enforce.FailoverOptions{Local: mem, Instances: instances, Cooldown: time.Millisecond})
+		mem := memstore.New(memstore.Options{})
+		fo := failover.New(sw, failover.Options{Local: mem, Instances: instances, Cooldown: time.Millisecond})
 		return sw, in.redis, ledger.New(fo, pool, ledger.Options{Shared: in.redis, Local: mem})
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -50,7 +51,7 @@ type world struct {
 	pool       *pgxpool.Pool
 	clk        *clock
 	snap       *snapshot.Snapshot
-	store      *enforce.MemoryStore
+	store      *memstore.Store
 	hist       *history.Recorder
 	log        *requestlog.Writer
 	ann, bob   users.User
@@ -94,7 +95,7 @@ func newWorld(t *testing.T, at time.Time) *world {
 	if w.snap, err = snapshot.Load(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	w.store = enforce.NewMemoryStore(enforce.MemoryOptions{Now: w.clk.Now})
+	w.store = memstore.New(memstore.Options{Now: w.clk.Now})
 	w.hist = history.NewRecorder(pool, history.Options{Now: w.clk.Now})
 	w.log = requestlog.NewWriter(pool, requestlog.Options{AdmitSample: 1, Now: w.clk.Now})
 	return w

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -81,9 +83,9 @@ func extremes() []plans.LimitInput {
 // a bucket rejects once its burst is spent.
 func TestEngineCountsExactlyAtTheBounds(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	mem := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return now }, DisableUsage: true})
+	mem := memstore.New(memstore.Options{Now: func() time.Time { return now }, DisableUsage: true})
 	client, prefix := testenv.Redis(t)
-	rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix})
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

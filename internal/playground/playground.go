@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/plans"
 )
 
@@ -249,7 +250,7 @@ func orderFirst(algos []enforce.Algorithm, first enforce.Algorithm) []enforce.Al
 
 func replayOne(ctx context.Context, l enforce.Limit, arrivals []Arrival, rep Report, keep bool) (Run, error) {
 	var now time.Time
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return now }, DisableUsage: true})
+	store := memstore.New(memstore.Options{Now: func() time.Time { return now }, DisableUsage: true})
 	limits := []enforce.Limit{l}
 	run := Run{Algorithm: l.Algorithm, Limit: l.Limit, Window: int64(l.Window / time.Second), Burst: l.Burst,
 		Series: make([]Second, (rep.Seconds+rep.Step-1)/rep.Step)}

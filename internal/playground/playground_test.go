@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
 )
@@ -133,8 +135,8 @@ func TestReplayMatchesLiveDecisions(t *testing.T) {
 				tier.Burst = 4
 			}
 			var now time.Time
-			store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return now }})
-			mw := enforce.NewMiddleware(store, fixedResolver{limits: []enforce.Limit{tier.Enforce("live")}}, enforce.MiddlewareOptions{Now: func() time.Time { return now }})
+			store := memstore.New(memstore.Options{Now: func() time.Time { return now }})
+			mw := httplimit.NewMiddleware(store, fixedResolver{limits: []enforce.Limit{tier.Enforce("live")}}, httplimit.Options{Now: func() time.Time { return now }})
 			mux := http.NewServeMux()
 			mux.Handle(route, mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 			var live []bool

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -52,8 +53,8 @@ func measureRegions(b *testing.B, mode region.Mode, l enforce.Limit) {
 		b.Cleanup(func() { c.Close() })
 		return c
 	}
-	store := func(c redis.UniversalClient) *enforce.RedisStore {
-		s, err := enforce.NewRedisStore(c, enforce.RedisOptions{Prefix: "sluice:", DisableUsage: true, Timeout: 2 * time.Second})
+	store := func(c redis.UniversalClient) *redisstore.Store {
+		s, err := redisstore.New(c, redisstore.Options{Prefix: "sluice:", DisableUsage: true, Timeout: 2 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func perWindowList(keys []int64, m map[int64]int64) []int64 {
 // the consumption to publish cost per request.
 func BenchmarkRegionOverhead(b *testing.B) {
 	client, prefix := testenv.Redis(b)
-	rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix, DisableUsage: true})
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: prefix, DisableUsage: true})
 	if err != nil {
 		b.Fatal(err)
 	}

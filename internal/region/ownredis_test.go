@@ -8,6 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/failover"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/region"
 )
 
@@ -27,21 +30,21 @@ func TestSyncRegionWhoseOwnRedisDiesHoldsToItsShare(t *testing.T) {
 	// whose local store is held to the region's share.
 	cfg := region.Config{Region: "eu", Regions: weights, Mode: region.Sync, Interval: 100 * time.Millisecond}
 	opts := &redis.UniversalOptions{Addrs: []string{eu.redis.Addr}, ContextTimeoutEnabled: true}
-	enforce.FailFast(opts)
+	redisstore.FailFast(opts)
 	client := redis.NewUniversalClient(opts)
 	t.Cleanup(func() { _ = client.Close() })
-	rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: "sluice:", Now: c.clock.now, DisableUsage: true, Timeout: 2 * time.Second})
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: "sluice:", Now: c.clock.now, DisableUsage: true, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Close() })
-	mem := enforce.NewMemoryStore(enforce.MemoryOptions{Now: c.clock.now})
-	fo := enforce.NewFailoverStore(rs, enforce.FailoverOptions{Local: region.LocalShare(mem, cfg), Instances: 1, Cooldown: 10 * time.Millisecond})
+	mem := memstore.New(memstore.Options{Now: c.clock.now})
+	fo := failover.New(rs, failover.Options{Local: region.LocalShare(mem, cfg), Instances: 1, Cooldown: 10 * time.Millisecond})
 	var peers []region.PeerStore
 	for _, p := range eu.proxies {
 		pc := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = pc.Close() })
-		ps, err := enforce.NewRedisStore(pc, enforce.RedisOptions{Prefix: "sluice:", Now: c.clock.now, DisableUsage: true, Timeout: 2 * time.Second})
+		ps, err := redisstore.New(pc, redisstore.Options{Prefix: "sluice:", Now: c.clock.now, DisableUsage: true, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

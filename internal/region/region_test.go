@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/region"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -58,7 +60,7 @@ func newCluster(t *testing.T, mode region.Mode, weights []region.Weight) *cluste
 					ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, ContextTimeoutEnabled: true,
 				})
 				t.Cleanup(func() { client.Close() })
-				peer, err := enforce.NewRedisStore(client, enforce.RedisOptions{
+				peer, err := redisstore.New(client, redisstore.Options{
 					Prefix: "sluice:", Now: c.clock.now, DisableUsage: true, Timeout: 2 * time.Second,
 				})
 				if err != nil {
@@ -81,11 +83,11 @@ func newCluster(t *testing.T, mode region.Mode, weights []region.Weight) *cluste
 	return c
 }
 
-func newRedisStore(t *testing.T, addr string, clock *fakeClock) *enforce.RedisStore {
+func newRedisStore(t *testing.T, addr string, clock *fakeClock) *redisstore.Store {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	s, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: "sluice:", Now: clock.now, DisableUsage: true, Timeout: 2 * time.Second})
+	s, err := redisstore.New(client, redisstore.Options{Prefix: "sluice:", Now: clock.now, DisableUsage: true, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +499,7 @@ func TestSyncMarksShareDecidedResponses(t *testing.T) {
 	weights := []region.Weight{{Name: "eu", Weight: 1}, {Name: "us", Weight: 1}}
 	c := newCluster(t, region.Sync, weights)
 	eu := c.regions[0]
-	mw := enforce.NewMiddleware(eu.store, anonResolver{limitFor(enforce.FixedWindow)}, enforce.MiddlewareOptions{Now: c.clock.now})
+	mw := httplimit.NewMiddleware(eu.store, anonResolver{limitFor(enforce.FixedWindow)}, httplimit.Options{Now: c.clock.now})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/items/{id}", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	get := func() http.Header {
@@ -519,21 +521,21 @@ func TestSyncMarksShareDecidedResponses(t *testing.T) {
 	}
 
 	syncUntil(false)
-	if h := get(); h.Get(enforce.HeaderStoreDegraded) != "" || h.Get("X-RateLimit-Limit") != "100" {
-		t.Errorf("linked: degraded %q, limit %q; want no mark and the whole limit, 100", h.Get(enforce.HeaderStoreDegraded), h.Get("X-RateLimit-Limit"))
+	if h := get(); h.Get(httplimit.HeaderStoreDegraded) != "" || h.Get("X-RateLimit-Limit") != "100" {
+		t.Errorf("linked: degraded %q, limit %q; want no mark and the whole limit, 100", h.Get(httplimit.HeaderStoreDegraded), h.Get("X-RateLimit-Limit"))
 	}
 	for _, p := range eu.proxies {
 		p.cutOff()
 	}
 	syncUntil(true)
-	if h := get(); h.Get(enforce.HeaderStoreDegraded) != "region-share" || h.Get("X-RateLimit-Limit") != "50" {
-		t.Errorf("cut off: degraded %q, limit %q; want region-share and eu's share, 50", h.Get(enforce.HeaderStoreDegraded), h.Get("X-RateLimit-Limit"))
+	if h := get(); h.Get(httplimit.HeaderStoreDegraded) != "region-share" || h.Get("X-RateLimit-Limit") != "50" {
+		t.Errorf("cut off: degraded %q, limit %q; want region-share and eu's share, 50", h.Get(httplimit.HeaderStoreDegraded), h.Get("X-RateLimit-Limit"))
 	}
 	for _, p := range eu.proxies {
 		p.restore()
 	}
 	syncUntil(false)
-	if h := get(); h.Get(enforce.HeaderStoreDegraded) != "" {
-		t.Errorf("link back: degraded %q, want no mark", h.Get(enforce.HeaderStoreDegraded))
+	if h := get(); h.Get(httplimit.HeaderStoreDegraded) != "" {
+		t.Errorf("link back: degraded %q, want no mark", h.Get(httplimit.HeaderStoreDegraded))
 	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // Charger adds consumption admitted elsewhere to a store's state, past the
-// limit if need be; enforce.RedisStore is one.
+// limit if need be; redisstore.Store is one.
 type Charger interface {
 	Charge(ctx context.Context, req enforce.Request) error
 }
@@ -148,7 +148,7 @@ func (s *Store) Allow(ctx context.Context, req enforce.Request) (enforce.Decisio
 }
 
 // layersAllower is the engine stores' Allow that writes the layers into
-// the caller's slice (enforce.RedisStore, FailoverStore, MemoryStore).
+// the caller's slice (redisstore.Store, FailoverStore, MemoryStore).
 type layersAllower interface {
 	AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error)
 }

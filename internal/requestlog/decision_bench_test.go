@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -59,7 +61,7 @@ func BenchmarkDecisionWithLog(b *testing.B) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	pool := testenv.Postgres(b)
 	for _, on := range []bool{false, true} {
-		opts := enforce.MiddlewareOptions{}
+		opts := httplimit.Options{}
 		name := "off"
 		if on {
 			name = "on"
@@ -71,7 +73,7 @@ func BenchmarkDecisionWithLog(b *testing.B) {
 			opts.Record = logRecorder{w}
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /api/items/{id}", enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{DisableUsage: true}), res, opts).Wrap(ok))
+		mux.Handle("GET /api/items/{id}", httplimit.NewMiddleware(memstore.New(memstore.Options{DisableUsage: true}), res, opts).Wrap(ok))
 		b.Run(name+"/serial", func(b *testing.B) {
 			r := httptest.NewRequest("GET", "/api/items/42", nil)
 			w := &discard{h: http.Header{}}

@@ -17,7 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 )
 
 // The sample API's route patterns: plan limits name them in Limit.Route.
@@ -86,7 +86,7 @@ type API struct {
 // the middleware sees them in r.Pattern. A nil mw serves the API without any
 // enforcement (and without RouteStatus), the baseline of the end-to-end
 // benchmark.
-func New(mw *enforce.Middleware, opts Options) *API {
+func New(mw *httplimit.Middleware, opts Options) *API {
 	a := &API{
 		mux:     http.NewServeMux(),
 		log:     opts.Logger,
@@ -160,7 +160,7 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Query parameter q must be valid UTF-8 of at most %d bytes.", maxQueryLength))
 		return
 	}
-	if enforce.Degraded(r.Context()) {
+	if httplimit.Degraded(r.Context()) {
 		a.cacheMu.Lock()
 		res, ok := a.cache[q]
 		a.cacheMu.Unlock()
@@ -254,12 +254,12 @@ func (a *API) createReport(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Field query must be valid UTF-8 of at most %d bytes.", maxQueryLength))
 		return
 	}
-	caller, _ := enforce.CallerFrom(r.Context())
+	caller, _ := httplimit.CallerFrom(r.Context())
 	now := a.now()
 	// The queue tier's wait is spent by the job, not the connection: the
 	// client gets its status URL now and the job starts when its turn comes.
 	var wait time.Duration
-	if d, ok := enforce.DecisionFrom(r.Context()); ok {
+	if d, ok := httplimit.DecisionFrom(r.Context()); ok {
 		wait = d.Delay
 	}
 	j, err := a.jobs.add(&job{owner: caller.Subject, query: req.Query, created: now, startAt: now.Add(wait), doneAt: now.Add(wait + a.jobTime)}, now)
@@ -279,7 +279,7 @@ func (a *API) createReport(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) job(w http.ResponseWriter, r *http.Request) {
-	caller, _ := enforce.CallerFrom(r.Context())
+	caller, _ := httplimit.CallerFrom(r.Context())
 	j, ok := a.jobs.get(r.PathValue("id"))
 	// Someone else's job is as absent as a job that never existed: ids
 	// must not be probed for.

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 )
 
@@ -41,8 +42,8 @@ type env struct {
 func newEnv(t *testing.T, opts sampleapi.Options) *env {
 	t.Helper()
 	c := &clock{now: time.Unix(1724188777, 0)}
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: c.Now})
-	mw := enforce.NewMiddleware(store, sampleapi.NewDemoResolver(), enforce.MiddlewareOptions{Now: c.Now})
+	store := memstore.New(memstore.Options{Now: c.Now})
+	mw := httplimit.NewMiddleware(store, sampleapi.NewDemoResolver(), httplimit.Options{Now: c.Now})
 	opts.Now = c.Now
 	outer := http.NewServeMux()
 	outer.Handle("/api/", sampleapi.New(mw, opts))
@@ -164,15 +165,15 @@ func TestSearch(t *testing.T) {
 	t.Run("OverDegradeLimitServesCachedThenReduced", func(t *testing.T) {
 		// The free plan's search tier: 30 per minute, degrade mode.
 		for i := range 30 {
-			if w := e.do(t, "GET", "/api/search?q=oak", sampleapi.DemoFreeKey, ""); w.Code != 200 || w.Header().Get(enforce.HeaderDegraded) != "" {
-				t.Fatalf("request %d: status %d degraded %q", i, w.Code, w.Header().Get(enforce.HeaderDegraded))
+			if w := e.do(t, "GET", "/api/search?q=oak", sampleapi.DemoFreeKey, ""); w.Code != 200 || w.Header().Get(httplimit.HeaderDegraded) != "" {
+				t.Fatalf("request %d: status %d degraded %q", i, w.Code, w.Header().Get(httplimit.HeaderDegraded))
 			}
 		}
 		w := e.do(t, "GET", "/api/search?q=oak", sampleapi.DemoFreeKey, "")
 		b := decode[searchBody](t, w)
-		if w.Code != 200 || w.Header().Get(enforce.HeaderDegraded) != "free-search" || !b.Degraded || !b.Cached || b.Reduced || len(b.Items) != 20 {
+		if w.Code != 200 || w.Header().Get(httplimit.HeaderDegraded) != "free-search" || !b.Degraded || !b.Cached || b.Reduced || len(b.Items) != 20 {
 			t.Errorf("cached: status %d header %q body degraded=%v cached=%v reduced=%v items=%d",
-				w.Code, w.Header().Get(enforce.HeaderDegraded), b.Degraded, b.Cached, b.Reduced, len(b.Items))
+				w.Code, w.Header().Get(httplimit.HeaderDegraded), b.Degraded, b.Cached, b.Reduced, len(b.Items))
 		}
 		w = e.do(t, "GET", "/api/search?q=copper", sampleapi.DemoFreeKey, "")
 		b = decode[searchBody](t, w)
@@ -201,8 +202,8 @@ func TestReports(t *testing.T) {
 	var urls []string
 	for i, s := range steps {
 		w := e.do(t, "POST", "/api/reports", "", `{"query":"lantern"}`)
-		if w.Code != s.wantCode || w.Header().Get(enforce.HeaderQueueDelay) != s.wantDelay {
-			t.Fatalf("report %d: status %d delay %q, want %d %q", i, w.Code, w.Header().Get(enforce.HeaderQueueDelay), s.wantCode, s.wantDelay)
+		if w.Code != s.wantCode || w.Header().Get(httplimit.HeaderQueueDelay) != s.wantDelay {
+			t.Fatalf("report %d: status %d delay %q, want %d %q", i, w.Code, w.Header().Get(httplimit.HeaderQueueDelay), s.wantCode, s.wantDelay)
 		}
 		if s.wantCode != 202 {
 			continue
@@ -286,7 +287,7 @@ func TestRateLimitStatus(t *testing.T) {
 	e.do(t, "GET", "/api/search?q=oak", sampleapi.DemoProKey, "")
 	for range 2 {
 		w := e.do(t, "GET", "/api/rate-limit-status", sampleapi.DemoProKey, "")
-		b := decode[enforce.StatusBody](t, w)
+		b := decode[httplimit.StatusBody](t, w)
 		if w.Code != 200 || b.Plan != "pro" || len(b.Limits) != 3 {
 			t.Fatalf("status %d body %+v", w.Code, b)
 		}

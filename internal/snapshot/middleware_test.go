@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/snapshot"
 )
 
@@ -24,8 +25,8 @@ func TestEnforcedThroughMiddleware(t *testing.T) {
 	clk := &clock{at: time.Now()}
 	h := f.holder(t, snapshot.Options{Now: clk.Now})
 	run(t, h)
-	store := enforce.NewMemoryStore(enforce.MemoryOptions{})
-	mw := enforce.NewMiddleware(store, h, enforce.MiddlewareOptions{})
+	store := memstore.New(memstore.Options{})
+	mw := httplimit.NewMiddleware(store, h, httplimit.Options{})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/search", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"ok":true}`))

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/snapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -36,12 +37,12 @@ func TestPlanLimitsDoNotMultiply(t *testing.T) {
 	h := f.holder(t, snapshot.Options{})
 	run(t, h)
 	client, prefix := testenv.Redis(t)
-	store, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix})
+	store, err := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mw := enforce.NewMiddleware(store, h, enforce.MiddlewareOptions{})
+	mw := httplimit.NewMiddleware(store, h, httplimit.Options{})
 	mux := http.NewServeMux()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	mux.Handle("GET /api/search", mw.Wrap(ok))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/tokenlimit"
 )
 
@@ -53,7 +54,7 @@ func newLimited(t *testing.T, opts tokenlimit.Options) (http.Handler, *door, *cl
 	t.Helper()
 	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	if opts.Store == nil {
-		opts.Store = enforce.NewMemoryStore(enforce.MemoryOptions{Now: c.Now})
+		opts.Store = memstore.New(memstore.Options{Now: c.Now})
 	}
 	opts.ClientAddr = func(r *http.Request) netip.Addr { return netip.MustParseAddrPort(r.RemoteAddr).Addr() }
 	d := &door{}
@@ -155,7 +156,7 @@ func (failing) Peek(context.Context, enforce.Request) (enforce.Decision, error) 
 func TestStoreDownCountsInTheFallback(t *testing.T) {
 	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	h, d, _ := newLimited(t, tokenlimit.Options{Store: failing{},
-		Fallback: enforce.NewMemoryStore(enforce.MemoryOptions{Now: c.Now})})
+		Fallback: memstore.New(memstore.Options{Now: c.Now})})
 	for range 100 {
 		send(h, "192.0.2.7:4000", "wrong")
 	}

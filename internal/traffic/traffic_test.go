@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -51,8 +53,8 @@ func TestReplayOfRecordedTrafficMatchesLive(t *testing.T) {
 			tier := plans.LimitInput{Name: "items", Route: route, Algorithm: "token_bucket", Limit: 6, WindowSeconds: 3, Burst: 5, Cost: 1, Mode: "reject"}
 			rec := traffic.NewRecorder(sc.make(t), traffic.Options{})
 			var now time.Time
-			store := enforce.NewMemoryStore(enforce.MemoryOptions{Now: func() time.Time { return now }})
-			mw := enforce.NewMiddleware(traffic.Wrap(store, rec), keyResolver{[]enforce.Limit{tier.Enforce("live")}}, enforce.MiddlewareOptions{})
+			store := memstore.New(memstore.Options{Now: func() time.Time { return now }})
+			mw := httplimit.NewMiddleware(traffic.Wrap(store, rec), keyResolver{[]enforce.Limit{tier.Enforce("live")}}, httplimit.Options{})
 			mux := http.NewServeMux()
 			mux.Handle(route, mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 

@@ -20,6 +20,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/failover"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -38,8 +41,8 @@ const perInstance = (window + instances - 1) / instances
 // instance is one portal's decision path: Redis behind the breaker with a
 // local store, behind the ledger.
 type instance struct {
-	redis  *enforce.RedisStore
-	fo     *enforce.FailoverStore
+	redis  *redisstore.Store
+	fo     *failover.Store
 	ledger *ledger.Ledger
 }
 
@@ -47,16 +50,16 @@ func newInstance(t *testing.T, addr string, pool *pgxpool.Pool, prefix string) *
 	t.Helper()
 	opts := &redis.UniversalOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true, DialTimeout: time.Second,
 		ReadTimeout: timeout, WriteTimeout: timeout}
-	enforce.FailFast(opts)
+	redisstore.FailFast(opts)
 	client := redis.NewUniversalClient(opts)
 	t.Cleanup(func() { _ = client.Close() })
-	rs, err := enforce.NewRedisStore(client, enforce.RedisOptions{Prefix: prefix, Timeout: timeout, DisableUsage: true})
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: prefix, Timeout: timeout, DisableUsage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Close() })
-	mem := enforce.NewMemoryStore(enforce.MemoryOptions{})
-	fo := enforce.NewFailoverStore(rs, enforce.FailoverOptions{Local: mem, Instances: instances, Timeout: timeout, Cooldown: 100 * time.Millisecond})
+	mem := memstore.New(memstore.Options{})
+	fo := failover.New(rs, failover.Options{Local: mem, Instances: instances, Timeout: timeout, Cooldown: 100 * time.Millisecond})
 	return &instance{redis: rs, fo: fo, ledger: ledger.New(fo, pool, ledger.Options{Shared: rs, Local: mem})}
 }
 

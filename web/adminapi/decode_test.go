@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -141,7 +141,7 @@ func TestInternalErrorsAreOpaqueAndLoggedOnce(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	srv := httptest.NewServer(New(Deps{
 		Plans: plans.NewService(closed, testRoutes, logger), Keys: apikeys.NewService(closed, testRoutes, logger),
-		Tokens: optokens.NewStore(pool, testBootstrap), Store: enforce.NewMemoryStore(enforce.MemoryOptions{}),
+		Tokens: optokens.NewStore(pool, testBootstrap), Store: memstore.New(memstore.Options{}),
 		// Postgres itself answers (its ping succeeds): the failure is a bug,
 		// not an outage, which TestPostgresOutageAnswers503 covers.
 		Pool: pool, Logger: logger,

@@ -17,7 +17,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -39,7 +39,7 @@ type env struct {
 	plans  *plans.Service
 	keys   *apikeys.Service
 	tokens *optokens.Store
-	store  *enforce.MemoryStore
+	store  *memstore.Store
 	logs   *syncBuffer
 
 	vmu sync.Mutex
@@ -75,7 +75,7 @@ func newEnv(t *testing.T) *env {
 		plans:  plans.NewService(pool, testRoutes, logger).WithReducedAnswers([]string{"GET /api/search"}),
 		keys:   apikeys.NewService(pool, testRoutes, logger),
 		tokens: optokens.NewStore(pool, testBootstrap),
-		store:  enforce.NewMemoryStore(enforce.MemoryOptions{}),
+		store:  memstore.New(memstore.Options{}),
 		logs:   logs,
 		v:      openAPIValidator(t),
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/snapshot"
 )
 
@@ -49,7 +50,7 @@ func newProtectedAPI(t *testing.T, e *env) *protectedAPI {
 	case <-time.After(10 * time.Second):
 		t.Fatal("snapshot not loaded within 10 s")
 	}
-	mw := enforce.NewMiddleware(e.store, p.holder, enforce.MiddlewareOptions{})
+	mw := httplimit.NewMiddleware(e.store, p.holder, httplimit.Options{})
 	mux := http.NewServeMux()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

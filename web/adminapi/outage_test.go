@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/apikeys"
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/optokens"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -103,7 +103,7 @@ func newEnvBehindProxy(t *testing.T) (*env, *pgProxy) {
 		plans:  plans.NewService(pool, testRoutes, logger),
 		keys:   apikeys.NewService(pool, testRoutes, logger),
 		tokens: optokens.NewStore(pool, testBootstrap),
-		store:  enforce.NewMemoryStore(enforce.MemoryOptions{}),
+		store:  memstore.New(memstore.Options{}),
 	}
 	e.srv = httptest.NewServer(New(Deps{
 		Plans: e.plans, Keys: e.keys, Tokens: e.tokens, Store: e.store, Pool: pool, Logger: logger,

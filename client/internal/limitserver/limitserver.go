@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 )
 
 // Server admits Limit requests per Window from every caller, whoever it is
@@ -39,7 +41,7 @@ type admission struct {
 // New returns a Server admitting limit requests per window under a fixed
 // window, decided by an in-memory store.
 func New(limit int64, window time.Duration) *Server {
-	return NewWithStore(enforce.NewMemoryStore(enforce.MemoryOptions{}), limit, window)
+	return NewWithStore(memstore.New(memstore.Options{}), limit, window)
 }
 
 // NewWithStore is New deciding with store (a Redis store, say).
@@ -47,7 +49,7 @@ func NewWithStore(store enforce.Store, limit int64, window time.Duration) *Serve
 	s := &Server{
 		limit: enforce.Limit{Name: "test", Algorithm: enforce.FixedWindow, Limit: limit, Window: window},
 	}
-	mw := enforce.NewMiddleware(store, oneCaller{s.limit}, enforce.MiddlewareOptions{})
+	mw := httplimit.NewMiddleware(store, oneCaller{s.limit}, httplimit.Options{})
 	mux := http.NewServeMux()
 	mux.Handle("/", mw.Wrap(http.HandlerFunc(s.serveAdmitted)))
 	s.h = mux

@@ -37,6 +37,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/failover"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/sampleapi"
 )
 
@@ -59,7 +63,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:18080", "listen address")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL (modes sluice and redis_rate)")
 	prefix := fs.String("prefix", "bench:", "Redis key prefix")
-	failover := fs.Bool("failover", false, "mode sluice: guard the Redis store with a FailoverStore (local fallback) as the portal does; "+
+	withFailover := fs.Bool("failover", false, "mode sluice: guard the Redis store with a FailoverStore (local fallback) as the portal does; "+
 		"off by default so that every decision is measured on Redis (a timeout under CPU saturation would decide locally)")
 	usage := fs.Bool("usage", true, "mode sluice: record per-route usage counters in Redis, as the portal's dashboard needs")
 	pipelines := fs.Int("pipelines", 0, "mode sluice: RedisOptions.Pipelines, the pipelines in flight (0: the store's default)")
@@ -87,24 +91,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "bare":
 		h = sampleapi.New(nil, sampleapi.Options{Logger: log})
 	case "sluice":
-		redisStore, err := enforce.NewRedisStore(rdb, enforce.RedisOptions{Prefix: *prefix, DisableUsage: !*usage, Pipelines: *pipelines})
+		redisStore, err := redisstore.New(rdb, redisstore.Options{Prefix: *prefix, DisableUsage: !*usage, Pipelines: *pipelines})
 		if err != nil {
 			return err
 		}
 		defer redisStore.Close()
 		var store enforce.Store = redisStore
 		failMode := enforce.FailClosed
-		if *failover {
-			store = enforce.NewFailoverStore(redisStore, enforce.FailoverOptions{
-				Local: enforce.NewMemoryStore(enforce.MemoryOptions{}), Logger: log,
+		if *withFailover {
+			store = failover.New(redisStore, failover.Options{
+				Local: memstore.New(memstore.Options{}), Logger: log,
 			})
 			failMode = enforce.FailLocal
 		}
-		mw := enforce.NewMiddleware(store, benchResolver{}, enforce.MiddlewareOptions{Logger: log, FailureMode: failMode})
+		mw := httplimit.NewMiddleware(store, benchResolver{}, httplimit.Options{Logger: log, FailureMode: failMode})
 		h = sampleapi.New(mw, sampleapi.Options{Logger: log})
 	case "memory":
-		mw := enforce.NewMiddleware(enforce.NewMemoryStore(enforce.MemoryOptions{DisableUsage: !*usage}), benchResolver{},
-			enforce.MiddlewareOptions{Logger: log})
+		mw := httplimit.NewMiddleware(memstore.New(memstore.Options{DisableUsage: !*usage}), benchResolver{},
+			httplimit.Options{Logger: log})
 		h = sampleapi.New(mw, sampleapi.Options{Logger: log})
 	case "redis_rate":
 		h = redisRateMiddleware(redis_rate.NewLimiter(rdb), *prefix, sampleapi.New(nil, sampleapi.Options{Logger: log}))

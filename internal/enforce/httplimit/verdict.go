@@ -1,0 +1,184 @@
+package httplimit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// Credentials are what a caller presents to a way in that is not an HTTP
+// request (the Envoy rate-limit service): the values its gateway forwards.
+type Credentials struct {
+	// APIKey is an X-API-Key value, Authorization an Authorization value
+	// (the latter wins when both are set); neither means anonymous.
+	APIKey, Authorization string
+	// Addr is the client address an anonymous caller is limited by.
+	Addr netip.Addr
+}
+
+// Verdict is the middleware's answer to a Check, as the HTTP way in would
+// give it: the engine's Outcome and what it renders to.
+type Verdict struct {
+	// Outcome is the engine's answer, its shadow layers hidden; its layers
+	// are empty when no decision was made.
+	Outcome enforce.Outcome
+	// Status is 200 when the request may proceed (admitted, queued after
+	// its wait, degraded, failed open), else 401, 429 or 503.
+	Status int
+	// Header holds the response fields: the rate-limit fields of every
+	// decided request, and Retry-After, WWW-Authenticate and the degraded
+	// marks where they apply.
+	Header http.Header
+	// Body is the JSON body of a refusal (a RejectionBody or an
+	// ErrorBody), nil when admitted.
+	Body []byte
+}
+
+// Check decides one request that arrives without an http.Request: the
+// caller presenting cred on route (a ServeMux pattern, "" for none),
+// counting as hits requests. Identity, limits, failure mode, metrics and
+// records are the middleware's own, as for Enforce; a queued request's
+// wait is slept before Check returns, and concurrency slots are released
+// when it returns, since such a way in reports no completion.
+func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, hits int64) Verdict {
+	v := Verdict{Status: http.StatusOK, Header: http.Header{}}
+	caller, ok := m.credentialCaller(ctx, &v, cred, route)
+	if !ok {
+		return v
+	}
+	hits = max(hits, 1)
+	start := time.Since(m.epoch)
+	var before time.Time
+	if !m.stamped {
+		before = m.now()
+	}
+	out, err := m.engine.Decide(ctx, enforce.Ask{Caller: caller, Route: route, Hits: hits})
+	defer out.Lease.Release(context.WithoutCancel(ctx))
+	if len(out.Limits) == 0 && err == nil {
+		return v
+	}
+	m.metrics.observe(route, time.Since(m.epoch)-start)
+	if err != nil {
+		m.checkFailed(ctx, &v, caller, route, err)
+		return v
+	}
+	if out.Degraded == enforce.DegradedStoreUnavailable {
+		m.metrics.count(route, caller.Plan, "failed_open")
+		m.recordDecision(caller, route, hits, true)
+		v.Outcome = out
+		v.Header.Set(HeaderStoreDegraded, string(out.Degraded))
+		return v
+	}
+	if enforce.HasShadow(out.Limits) {
+		m.countShadow(caller, out.Decision)
+		out.Decision = out.Visible()
+	}
+	v.Outcome = out
+	var vals [limitHeaderCount]string
+	writeLimitHeaders(v.Header, out.Decision, m.decidedAt(out.Decision, before), nil, &vals)
+	if out.Degraded != enforce.NotDegraded {
+		v.Header.Set(HeaderStoreDegraded, string(out.Degraded))
+	}
+	if !out.Allowed {
+		if exceeded, degrade := degradable(out.Decision); degrade {
+			m.metrics.count(route, caller.Plan, "degraded")
+			m.recordDecision(caller, route, hits, true)
+			v.Header.Set(HeaderDegraded, exceeded)
+			return v
+		}
+		m.metrics.count(route, caller.Plan, "rejected")
+		m.recordDecision(caller, route, hits, false)
+		retry, body := rejection(out.Decision)
+		v.refuse(http.StatusTooManyRequests, body)
+		v.Header.Set("Retry-After", strconv.FormatInt(retry, 10))
+		return v
+	}
+	if out.Delay > 0 {
+		v.Header.Set(HeaderQueueDelay, strconv.FormatInt(out.Delay.Milliseconds(), 10))
+		if out.Delay > m.maxWait {
+			m.metrics.count(route, caller.Plan, "rejected")
+			m.recordDecision(caller, route, hits, false)
+			retry := max(ceilSeconds(out.Delay), 1)
+			var limit int64
+			var policy string
+			if fired, ok := out.Fired(); ok {
+				limit, policy = fired.Limit.Limit, fired.Limit.Name
+			}
+			msg := "The queue for this endpoint is too long to wait in. Retry in " + strconv.FormatInt(retry, 10) + " s."
+			v.refuse(http.StatusTooManyRequests, rejectionBody(retry, limit, policy, []byte(msg)))
+			v.Header.Set("Retry-After", strconv.FormatInt(retry, 10))
+			return v
+		}
+		if !sleep(ctx, out.Delay) {
+			m.metrics.count(route, caller.Plan, "cancelled")
+			v.refuseError(http.StatusServiceUnavailable, "queue_wait_cancelled", "The request was cancelled while it waited its turn.")
+			return v
+		}
+		m.metrics.count(route, caller.Plan, "queued")
+	} else {
+		m.metrics.count(route, caller.Plan, "admitted")
+	}
+	m.recordDecision(caller, route, hits, true)
+	return v
+}
+
+// credentialCaller resolves the caller presenting cred, refusing v (and
+// returning false) when a presented key is unusable.
+func (m *Middleware) credentialCaller(ctx context.Context, v *Verdict, cred Credentials, route string) (enforce.Caller, bool) {
+	var apiKeys []string
+	if cred.APIKey != "" {
+		apiKeys = []string{cred.APIKey}
+	}
+	secret, presented := credentialKey(cred.Authorization, apiKeys)
+	if !presented {
+		return m.resolver.Anonymous(cred.Addr.Unmap().WithZone("")), true
+	}
+	if secret != "" {
+		caller, err := m.resolver.ResolveKey(secret)
+		if err == nil {
+			return caller, true
+		}
+		if !errors.Is(err, enforce.ErrInvalidKey) {
+			m.log.ErrorContext(ctx, "resolving API key", "err", err, "route", route)
+			v.refuseError(http.StatusServiceUnavailable, "identity_unavailable",
+				"The API key could not be checked right now; retry shortly.")
+			return enforce.Caller{}, false
+		}
+	}
+	m.metrics.count(route, "", "unauthorized")
+	v.Header.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	v.refuseError(http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage)
+	return enforce.Caller{}, false
+}
+
+// checkFailed refuses v for a decision that failed with the failure mode
+// closed (an open one admits inside the engine).
+func (m *Middleware) checkFailed(ctx context.Context, v *Verdict, caller enforce.Caller, route string, err error) {
+	if ctx.Err() != nil {
+		m.metrics.count(route, caller.Plan, "cancelled")
+		v.refuseError(http.StatusServiceUnavailable, "request_cancelled", "The request was cancelled.")
+		return
+	}
+	m.logStoreFailure(ctx, route, err)
+	m.metrics.count(route, caller.Plan, "unavailable")
+	v.Header.Set("Retry-After", "1")
+	v.refuseError(http.StatusServiceUnavailable, "rate_limit_unavailable",
+		"Rate limits cannot be checked right now, so the request was not served; retry shortly.")
+}
+
+func (v *Verdict) refuse(status int, body []byte) {
+	v.Status, v.Body = status, body
+	v.Header.Set("Content-Type", "application/json")
+	v.Header.Set("X-Content-Type-Options", "nosniff")
+}
+
+func (v *Verdict) refuseError(status int, code, message string) {
+	body, _ := json.Marshal(ErrorBody{Error: code, Message: message})
+	v.refuse(status, append(body, '\n'))
+}
