@@ -119,6 +119,9 @@ func (c *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderRoute, svc.Slug+" "+pattern)
 	}
 	rec := &errorCapture{ResponseWriter: w}
+	// A key limited to reading or to routes is checked on the original
+	// request's method, not the check's own.
+	r = r.WithContext(httplimit.WithOriginalMethod(r.Context(), o.Method))
 	c.enforcer.Enforce(rec, r, route, admitted)
 	rec.finish()
 }

@@ -145,7 +145,7 @@ func (s *RateLimitService) decide(ctx context.Context, d *rlv3.RateLimitDescript
 			route = p
 		}
 	}
-	cred := httplimit.Credentials{APIKey: key, Authorization: auth}
+	cred := httplimit.Credentials{APIKey: key, Authorization: auth, Method: method}
 	if a, err := netip.ParseAddr(addr); err == nil {
 		cred.Addr = a
 	}

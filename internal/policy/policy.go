@@ -50,6 +50,11 @@ type Key struct {
 	KeyExpires    *time.Time `json:"key_expires_at,omitempty"`
 	// Anchor is when the developer's quotas renew (enforce.Caller.Anchor).
 	Anchor *time.Time `json:"anchor,omitempty"`
+	// AllowedRoutes, AllowedCIDRs and ReadOnly are the key's scope
+	// (enforce.Scope); absent, the key may do anything.
+	AllowedRoutes []string       `json:"allowed_routes,omitempty"`
+	AllowedCIDRs  []netip.Prefix `json:"allowed_cidrs,omitempty"`
+	ReadOnly      bool           `json:"read_only,omitempty"`
 }
 
 // Limit is enforce.Limit on the wire, its window in milliseconds.
@@ -161,6 +166,9 @@ func (r *Resolver) Install(d Document) error {
 			KeyID: k.KeyID, UserID: k.UserID, Plan: k.Plan, Limits: plans[k.Plan]}
 		if k.Anchor != nil {
 			caller.Anchor = *k.Anchor
+		}
+		if sc := (enforce.Scope{Routes: k.AllowedRoutes, CIDRs: k.AllowedCIDRs, ReadOnly: k.ReadOnly}); !sc.Unrestricted() {
+			caller.Scope = &sc
 		}
 		if k.Limits != nil {
 			if caller.Limits, err = toEngine(k.Limits); err != nil {

@@ -25,6 +25,9 @@ func (s *Snapshot) Policy(version uint64) policy.Document {
 	}
 	for hash, e := range s.keys {
 		k := policy.Key{Hash: hex.EncodeToString(hash[:]), KeyID: e.caller.KeyID, UserID: e.caller.UserID, Plan: e.caller.Plan}
+		if sc := e.caller.Scope; sc != nil {
+			k.AllowedRoutes, k.AllowedCIDRs, k.ReadOnly = sc.Routes, sc.CIDRs, sc.ReadOnly
+		}
 		if pl, ok := planLimits[e.caller.Plan]; !ok || !slices.Equal(e.caller.Limits, pl) {
 			k.Limits = policy.FromEngine(e.caller.Limits)
 		}

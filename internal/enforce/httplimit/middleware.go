@@ -373,6 +373,11 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route stri
 	if secret != "" {
 		caller, err := m.resolver.ResolveKey(secret)
 		if err == nil {
+			if reason, ok := caller.Scope.Permits(requestMethod(r), route, ClientIP(r, m.trusted)); !ok {
+				m.metrics.count(route, caller.Plan, "forbidden")
+				writeError(w, http.StatusForbidden, "key_out_of_scope", reason)
+				return enforce.Caller{}, false
+			}
 			return caller, true
 		}
 		if !errors.Is(err, enforce.ErrInvalidKey) {

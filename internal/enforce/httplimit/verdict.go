@@ -18,8 +18,12 @@ type Credentials struct {
 	// APIKey is an X-API-Key value, Authorization an Authorization value
 	// (the latter wins when both are set); neither means anonymous.
 	APIKey, Authorization string
-	// Addr is the client address an anonymous caller is limited by.
+	// Addr is the client address: an anonymous caller is limited by it,
+	// and a key limited to address ranges (enforce.Scope) is checked on it.
 	Addr netip.Addr
+	// Method is the original request's method, for keys limited to routes
+	// or to reading ("" when unknown: only a route's own method counts).
+	Method string
 }
 
 // Verdict is the middleware's answer to a Check, as the HTTP way in would
@@ -142,6 +146,11 @@ func (m *Middleware) credentialCaller(ctx context.Context, v *Verdict, cred Cred
 	if secret != "" {
 		caller, err := m.resolver.ResolveKey(secret)
 		if err == nil {
+			if reason, ok := caller.Scope.Permits(cred.Method, route, cred.Addr); !ok {
+				m.metrics.count(route, caller.Plan, "forbidden")
+				v.refuseError(http.StatusForbidden, "key_out_of_scope", reason)
+				return enforce.Caller{}, false
+			}
 			return caller, true
 		}
 		if !errors.Is(err, enforce.ErrInvalidKey) {
