@@ -53,6 +53,9 @@ func TestRequestLogInTheBrowser(t *testing.T) {
 		chromedp.WaitVisible(tid("requests-table")),
 		chromedp.SetValue(tid("requests-outcome"), "rejected"),
 		chromedp.Click(tid("requests-show")),
+		// The unfiltered table already shows the rejected call: wait for the
+		// filter's answer, which has no admitted one, before reading rows.
+		chromedp.WaitNotPresent(`[data-testid="request-row"][data-outcome="admitted"]`),
 		chromedp.WaitVisible(`[data-testid="request-row"][data-outcome="rejected"]`),
 	)
 	rows, err := chromedp.Run(dev, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="request-row"]')].map(r =>
