@@ -174,13 +174,11 @@ type Config struct {
 	// this late.
 	HistoryFlushInterval time.Duration
 
-	// Threshold alerts (issue 12, item 5).
-	//
-	// SMTPURL, when set, is the SMTP server the portal sends its email
-	// through (PORTAL_SMTP_URL): smtp://user:pass@host:port (STARTTLS when
-	// offered) or smtps://. SMTPFrom is their From address
-	// (PORTAL_SMTP_FROM). AlertInterval is
-	// how often the evaluator reads usage (PORTAL_ALERT_INTERVAL).
+	// Email and alerts. SMTPURL, when set, is the SMTP server the portal
+	// sends its email through (PORTAL_SMTP_URL): smtp://user:pass@host:port
+	// (STARTTLS when offered) or smtps://. SMTPFrom is their From address
+	// (PORTAL_SMTP_FROM). AlertInterval is how often the alert evaluator
+	// reads usage (PORTAL_ALERT_INTERVAL).
 	SMTPURL  string
 	SMTPFrom string
 	// PublicURL is the console's public base URL (PORTAL_PUBLIC_URL): the
