@@ -111,7 +111,9 @@ func reflectedServices(ctx context.Context, conn *grpc.ClientConn) ([]string, er
 		return nil, err
 	}
 	defer stream.CloseSend()
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+	// A refused stream may end before the request is sent: Send then says
+	// io.EOF and Recv gives the server's status.
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil && err != io.EOF {
 		return nil, err
 	}
 	res, err := stream.Recv()
