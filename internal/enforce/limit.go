@@ -104,6 +104,10 @@ type Limit struct {
 	// so one decision still covers them atomically. With Request.Key empty
 	// (an anonymous caller) it makes no difference.
 	PerKey bool
+	// Precision is how exactly the limit is enforced across instances
+	// ("" means PrecisionExact); see ValidatePrecision for what each
+	// algorithm may have, LeaseBounds for the worst case.
+	Precision Precision
 }
 
 // ErrStoreUnavailable is returned (wrapped) by a store that cannot reach its
