@@ -130,3 +130,18 @@ func MaxLease(l Limit, instances int) int64 {
 func LeaseTTL(l Limit) time.Duration {
 	return min(max(l.Window/4, 10*time.Millisecond), time.Second)
 }
+
+// ShareOf returns l as one of n instances enforces it alone: Limit and
+// Burst divided by n, rounded up and at least 1, so that n instances
+// deciding alone admit about what the shared store would. A Burst of 0
+// keeps its meaning ("Limit", or no queue).
+func ShareOf(l Limit, n int64) Limit {
+	if n <= 1 {
+		return l
+	}
+	l.Limit = max((l.Limit+n-1)/n, 1)
+	if l.Burst > 0 {
+		l.Burst = max((l.Burst+n-1)/n, 1)
+	}
+	return l
+}
