@@ -20,6 +20,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 		}
 	}
 	rejected := false
+	var leaseAt time.Time // the shared store's clock, as the first lease tells it
 	for i := range req.Limits {
 		switch req.Limits[i].Precision {
 		case enforce.PrecisionLocal:
@@ -35,7 +36,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 			exact = append(exact, i)
 			continue
 		}
-		lr, r, ok := s.reserve(ctx, req, i, now)
+		lr, r, at, ok := s.reserve(ctx, req, i, now)
 		if !ok {
 			// No lease could be taken: decided as exact, by the inner
 			// store and its failure mode.
@@ -44,6 +45,9 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 			continue
 		}
 		layers[i] = lr
+		if leaseAt.IsZero() {
+			leaseAt = at
+		}
 		if r.lease != nil {
 			held = append(held, r)
 		}
@@ -53,7 +57,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 	}
 	if rejected {
 		release()
-		return s.refuse(ctx, req, layers, exact, local, nil)
+		return s.refuse(ctx, req, layers, exact, local, leaseAt)
 	}
 
 	var localReq enforce.Request
@@ -71,12 +75,15 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 		}
 		if !d.Allowed {
 			release()
-			return s.refuse(ctx, req, layers, exact, nil, nil)
+			return s.refuse(ctx, req, layers, exact, nil, leaseAt)
 		}
 		localAt = d.At
 	}
 
-	out := enforce.Decision{At: now}
+	out := enforce.Decision{At: leaseAt}
+	if out.At.IsZero() {
+		out.At = now
+	}
 	if len(exact) > 0 {
 		d, err := s.inner.Allow(ctx, subset(req, exact, false, 0))
 		if err != nil || !d.Allowed {
@@ -107,8 +114,11 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 // refuse completes a rejected request's layers: the exact ones and the
 // local ones not yet decided are peeked, so the answer shows every layer
 // and nothing is consumed.
-func (s *Store) refuse(ctx context.Context, req enforce.Request, layers []enforce.LayerResult, exact, local []int, _ error) (enforce.Decision, error) {
-	out := enforce.Decision{Layers: layers, At: s.now()}
+func (s *Store) refuse(ctx context.Context, req enforce.Request, layers []enforce.LayerResult, exact, local []int, at time.Time) (enforce.Decision, error) {
+	out := enforce.Decision{Layers: layers, At: at}
+	if at.IsZero() {
+		out.At = s.now()
+	}
 	if len(exact) > 0 {
 		d, err := s.inner.Peek(ctx, subset(req, exact, false, 0))
 		if err != nil {
