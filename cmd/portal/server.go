@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/enforce/failover"
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/leased"
 	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/gateway"
@@ -106,6 +107,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		dashboardClient redis.UniversalClient
 		closers         []func()
 		quotaLedger     *ledger.Ledger
+		// shared is the Redis store leases are taken from (nil without
+		// Redis).
+		shared *redisstore.Store
 	)
 	if d.redis != nil {
 		// The dashboards read (and the usage series are written) through a
@@ -145,7 +149,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			// A sync region whose own Redis is down holds to its share.
 			fo.Local, lo.Local = region.LocalShare(mem, d.cfg.Region), mem
 		}
-		counters, limiter, dashboard = rs, failover.New(rs, fo), ds
+		counters, limiter, dashboard, shared = rs, failover.New(rs, fo), ds, rs
 		quotaLedger = ledger.New(limiter, d.pool, lo)
 	} else {
 		mem := memstore.New(memstore.Options{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
@@ -156,6 +160,16 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// records quota consumption in Postgres and rebuilds a counter the
 	// store lost (docs/failure.md, "Quotas survive a Redis restart").
 	limiter = quotaLedger
+
+	// Precision (issue 34): leased and local tiers are decided in memory
+	// around the exact store; exact ones pass through. Leases come from
+	// this region's Redis, so with regions every tier is decided exactly.
+	if shared != nil && d.cfg.Region.Mode == region.Shared {
+		lz := leased.New(limiter, shared, leased.Options{Instances: d.cfg.Instances, Logger: d.logger, MaxSubjects: d.cfg.MemoryMaxSubjects})
+		// First: what the leases hold goes back before Redis's clients close.
+		closers = append([]func(){func() { _ = lz.Close() }}, closers...)
+		limiter, dashboard = lz, lz.Dashboard(dashboard)
+	}
 
 	// Regions: this region's share of every limit, or its own counts plus
 	// its peers' (PORTAL_REGION_MODE); shared passes decisions through.

@@ -187,27 +187,32 @@ func (s *Store) AllowInto(ctx context.Context, req enforce.Request, layers []enf
 // shared store has them (a leased layer adds what this instance holds),
 // local ones as this instance has them.
 func (s *Store) Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+	return s.peek(ctx, s.inner, req)
+}
+
+// peek is Peek reading the shared layers through shared.
+func (s *Store) peek(ctx context.Context, shared enforce.Store, req enforce.Request) (enforce.Decision, error) {
 	if !mixed(req.Limits) {
-		return s.inner.Peek(ctx, req)
+		return shared.Peek(ctx, req)
 	}
-	var shared, local []int
+	var remote, local []int
 	for i := range req.Limits {
 		if req.Limits[i].Precision == enforce.PrecisionLocal {
 			local = append(local, i)
 		} else {
-			shared = append(shared, i)
+			remote = append(remote, i)
 		}
 	}
 	layers := make([]enforce.LayerResult, len(req.Limits))
 	var at time.Time
-	if len(shared) > 0 {
-		d, err := s.inner.Peek(ctx, subset(req, shared, false, 0))
+	if len(remote) > 0 {
+		d, err := shared.Peek(ctx, subset(req, remote, false, 0))
 		if err != nil {
 			return enforce.Decision{}, err
 		}
 		at = d.At
 		now := s.now()
-		for j, i := range shared {
+		for j, i := range remote {
 			lr := d.Layers[j]
 			lr.Limit = req.Limits[i]
 			if lr.Limit.Precision == enforce.PrecisionLeased {
@@ -227,6 +232,27 @@ func (s *Store) Peek(ctx context.Context, req enforce.Request) (enforce.Decision
 		}
 	}
 	return enforce.Decision{Allowed: allAllowed(layers), Layers: layers, At: at}, nil
+}
+
+// Dashboard returns the store the dashboards read through: shared (their
+// own Redis client) for exact and leased layers, plus what this instance
+// holds of a leased one, and this instance's share for a local one. Only
+// Peek is meant for it; Allow decides as the Store does. A nil shared is
+// the Store itself.
+func (s *Store) Dashboard(shared enforce.Store) enforce.Store {
+	if shared == nil {
+		return s
+	}
+	return dashboard{s, shared}
+}
+
+type dashboard struct {
+	*Store
+	shared enforce.Store
+}
+
+func (d dashboard) Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+	return d.peek(ctx, d.shared, req)
 }
 
 // AcquireSlots passes concurrency, which is always exact, to the inner
