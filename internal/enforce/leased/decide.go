@@ -63,7 +63,8 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 	var localReq enforce.Request
 	var localAt time.Time
 	if len(local) > 0 {
-		localReq = subset(req, local, true, int64(s.instances))
+		localReq = req
+		localReq.Limits = s.localShares(req, local)
 		d, err := s.local.Allow(ctx, localReq)
 		if err != nil {
 			release()

@@ -88,6 +88,41 @@ type Store struct {
 
 	stats     Stats
 	closeOnce sync.Once
+
+	// shares caches the local layers' shares per plan: the memory store
+	// knows a limit slice it has seen by its address, so giving it the
+	// same slice for the same plan spares it validating one per decision.
+	shares sync.Map // shareKey -> []enforce.Limit
+}
+
+type shareKey struct {
+	first *enforce.Limit
+	n     int
+}
+
+// localShares returns the shares of req's limits at idx (all local), the
+// same slice for the same plan's limits.
+func (s *Store) localShares(req enforce.Request, idx []int) []enforce.Limit {
+	k := shareKey{&req.Limits[0], len(req.Limits)}
+	n := int64(s.instances)
+	if v, ok := s.shares.Load(k); ok {
+		cached := v.([]enforce.Limit)
+		if len(cached) == len(idx) {
+			same := true
+			for j, i := range idx {
+				if cached[j] != enforce.ShareOf(req.Limits[i], n) {
+					same = false
+					break
+				}
+			}
+			if same {
+				return cached
+			}
+		}
+	}
+	out := subset(req, idx, true, n).Limits
+	s.shares.Store(k, out)
+	return out
 }
 
 // Stats counts what the store did, for tests, benchmarks and metrics.

@@ -19,7 +19,15 @@ import (
 // instance is one portal instance: its own Redis connections, its own
 // leases.
 func instance(t *testing.T, prefix string, instances int) *leased.Store {
+	return instanceB(t, prefix, instances)
+}
+
+func instanceB(t testing.TB, prefix string, instances ...int) *leased.Store {
 	t.Helper()
+	n := 1
+	if len(instances) > 0 {
+		n = instances[0]
+	}
 	opts, err := redis.ParseURL(testenv.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +37,7 @@ func instance(t *testing.T, prefix string, instances int) *leased.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := leased.New(rs, rs, leased.Options{Instances: instances})
+	s := leased.New(rs, rs, leased.Options{Instances: n})
 	t.Cleanup(func() { s.Close(); rs.Close(); client.Close() })
 	return s
 }
