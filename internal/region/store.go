@@ -135,6 +135,9 @@ func (s *Store) ShareOf(n int64) int64 {
 // (when set) its burst scaled by ShareOf. The docs and headers of a region
 // in share mode show these figures.
 func (s *Store) ShareLimit(l enforce.Limit) enforce.Limit {
+	if l.Limit < 1 {
+		return l // invalid: the store refuses it as it is
+	}
 	l.Limit = s.ShareOf(l.Limit)
 	if l.Burst > 0 {
 		l.Burst = s.ShareOf(l.Burst)
