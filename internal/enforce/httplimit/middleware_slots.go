@@ -123,7 +123,8 @@ func slotQueues(sd enforce.Decision) bool {
 }
 
 // heldSlots is a request's lease while its handler runs: renewed every
-// half lease, so a long handler keeps its slots, and released once.
+// renewEvery, so a long handler keeps its slots (and puts them back in a
+// Redis that restarted empty meanwhile), and released once.
 type heldSlots struct {
 	m     *Middleware
 	ctx   context.Context // the request's, without its cancellation
@@ -139,8 +140,15 @@ func (m *Middleware) hold(ctx context.Context, lease *enforce.Lease) *heldSlots 
 		return nil
 	}
 	hs := &heldSlots{m: m, ctx: context.WithoutCancel(ctx), lease: lease}
-	hs.timer = time.AfterFunc(m.lease/2, hs.renew)
+	hs.timer = time.AfterFunc(renewEvery(m.lease), hs.renew)
 	return hs
+}
+
+// renewEvery is how often a held lease is renewed: half the lease, at most
+// five seconds, so that after Redis loses its slots (restarted empty) the
+// requests still running are counted again within five seconds.
+func renewEvery(lease time.Duration) time.Duration {
+	return min(lease/2, 5*time.Second)
 }
 
 func (hs *heldSlots) renew() {
@@ -152,7 +160,7 @@ func (hs *heldSlots) renew() {
 	if err := hs.lease.Renew(hs.ctx); err != nil {
 		hs.m.log.WarnContext(hs.ctx, "renewing concurrency slots", "err", err)
 	}
-	hs.timer.Reset(hs.m.lease / 2)
+	hs.timer.Reset(renewEvery(hs.m.lease))
 }
 
 // KeepSlots, called by a handler the middleware runs, keeps the request's
