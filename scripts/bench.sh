@@ -171,7 +171,7 @@ start_portal() {
 	(
 		export DATABASE_URL=$dburl PORTAL_ADDR=127.0.0.1:${port[$store]} PORTAL_DEMO=false
 		export PORTAL_ADMIN_TOKEN=$token PORTAL_DATA_DIR=$work/$store PORTAL_LOG_LEVEL=warn
-		export PORTAL_DEBUG_ADDR=127.0.0.1:${debug_port[$store]}
+		export PORTAL_DEBUG_ADDR=127.0.0.1:${debug_port[$store]} PORTAL_METRICS_ADDR=off
 		# Each portal its own counters, should two share a plan id.
 		export PORTAL_REDIS_PREFIX="bench${#instances[@]}:"
 		if [ "$(store_of "$store")" != memory ]; then export REDIS_URL=redis://127.0.0.1:$redis_port/0; else unset REDIS_URL; fi
