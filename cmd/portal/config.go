@@ -80,7 +80,7 @@ type Config struct {
 	RedisPrefix string
 	// RedisTimeout bounds one rate-limit decision's wait for Redis
 	// (PORTAL_REDIS_TIMEOUT); past it the failure mode decides, and an
-	// outage (failures dominating a window, see enforce.FailoverStore) opens
+	// outage (failures dominating a window, see failover.Store) opens
 	// the circuit breaker.
 	RedisTimeout time.Duration
 	// ConcurrencyLease is how long a concurrency tier's slot is held

@@ -8,7 +8,7 @@ import (
 // Usage statistics: both stores count admitted and rejected requests per
 // subject and route in 10-second buckets, kept for 65 minutes, so the
 // dashboards can draw the last hour. The Redis store tallies them in memory
-// and adds them to Redis once per RedisOptions.UsageFlush (default a second),
+// and adds them to Redis once per redisstore.Options.UsageFlush (default a second),
 // so other instances see a store's counts up to that late and a crash loses
 // at most that much; its own Usage flushes first and is exact. Peek counts
 // nothing.

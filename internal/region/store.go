@@ -33,7 +33,7 @@ type PeerStore struct {
 const shareSuffix = "~share"
 
 // publishWorkers is how many charges to one peer are in flight at once:
-// the peer's RedisStore batches concurrent calls into one script call, so
+// the peer's redisstore.Store batches concurrent calls into one script call, so
 // a round costs a few round trips, not one per subject.
 const publishWorkers = 128
 
@@ -151,7 +151,7 @@ func (s *Store) Allow(ctx context.Context, req enforce.Request) (enforce.Decisio
 }
 
 // layersAllower is the engine stores' Allow that writes the layers into
-// the caller's slice (redisstore.Store, FailoverStore, MemoryStore).
+// the caller's slice (redisstore.Store, failover.Store, memstore.Store).
 type layersAllower interface {
 	AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error)
 }
