@@ -9,11 +9,16 @@ import (
 
 // decide runs one request with a leased or local layer, all or nothing:
 // leased units reserved, then local layers decided, then exact ones.
-func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
 	now := s.now()
-	layers := make([]enforce.LayerResult, len(req.Limits))
-	var exact, local []int
-	var held []reservation
+	if cap(layers) < len(req.Limits) {
+		layers = make([]enforce.LayerResult, len(req.Limits))
+	}
+	layers = layers[:len(req.Limits)]
+	// A plan's few layers fit these without an allocation.
+	var exactA, localA [enforce.MaxInlineLayers]int
+	var heldA [enforce.MaxInlineLayers]reservation
+	exact, local, held := exactA[:0], localA[:0], heldA[:0]
 	release := func() {
 		for _, r := range held {
 			s.release(r)

@@ -215,7 +215,7 @@ func (s *Store) AllowInto(ctx context.Context, req enforce.Request, layers []enf
 		return enforce.Decision{}, err
 	}
 	s.stats.Decisions.Add(1)
-	return s.decide(ctx, req)
+	return s.decide(ctx, req, layers)
 }
 
 // Peek evaluates req without consuming: exact and leased layers as the
