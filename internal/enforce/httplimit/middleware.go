@@ -322,8 +322,13 @@ func (m *Middleware) recordDecision(caller enforce.Caller, route string, hits in
 }
 
 // countShadow counts, per plan and tier, the requests d's shadow layers
-// would have rejected, and hands each to the ShadowRecorder, if any.
+// would have rejected, and hands each to the ShadowRecorder, if any. A
+// request the enforced layers refused is none of theirs (it was not going
+// through either way), so only admitted requests are counted.
 func (m *Middleware) countShadow(caller enforce.Caller, d enforce.Decision) {
+	if !d.Allowed {
+		return
+	}
 	for i := range d.Layers {
 		l := &d.Layers[i]
 		if l.Limit.Mode != enforce.ModeShadow || l.Allowed {
