@@ -49,3 +49,27 @@ func SortUsage(points []UsagePoint) {
 		return a.Bucket.Before(b.Bucket)
 	})
 }
+
+// Tallier is a store that counts, in the usage statistics its Usage reads,
+// a decision it did not make through Allow: a request refused by its
+// concurrency slots (whose rate layers were only peeked), or admitted by
+// slots alone, or decided from a lease.
+type Tallier interface {
+	Tally(req Request, allowed bool)
+}
+
+// TallyOf returns the Tallier of store or of the first store it wraps
+// (Unwrap) that has one, or nil.
+func TallyOf(store Store) Tallier {
+	for store != nil {
+		if t, ok := store.(Tallier); ok {
+			return t
+		}
+		u, ok := store.(interface{ Unwrap() Store })
+		if !ok {
+			return nil
+		}
+		store = u.Unwrap()
+	}
+	return nil
+}

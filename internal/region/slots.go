@@ -36,3 +36,6 @@ func (s *Store) ReleaseToken(ctx context.Context, token string) error {
 	}
 	return ss.ReleaseToken(ctx, token)
 }
+
+// Unwrap returns this region's own store.
+func (s *Store) Unwrap() enforce.Store { return s.next }

@@ -113,6 +113,9 @@ type Middleware struct {
 	record  DecisionRecorder
 	// slots holds the concurrency limits' slots: the store, when it can.
 	slots enforce.SlotStore
+	// tally counts in the usage series what no Allow counted (slot
+	// refusals, slot-only admissions); nil when the store keeps none.
+	tally enforce.Tallier
 	lease time.Duration
 }
 
@@ -135,6 +138,7 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 	}
 	m.into, _ = store.(enforce.LayersAllower)
 	m.slots, _ = store.(enforce.SlotStore)
+	m.tally = enforce.TallyOf(store)
 	m.stamped = enforce.StampsDecisions(store)
 	m.engine = enforce.NewEngine(store, enforce.EngineOptions{FailureMode: opts.FailureMode, SlotLease: opts.SlotLease})
 	m.lease = cmp.Or(opts.SlotLease, enforce.DefaultSlotLease)

@@ -71,6 +71,8 @@ func (m *Middleware) decideHeld(ctx context.Context, h http.Header, req enforce.
 func (m *Middleware) decideRate(ctx context.Context, req, rreq enforce.Request, sd enforce.Decision, lease *enforce.Lease, layers []enforce.LayerResult) (enforce.Decision, *heldSlots, error) {
 	held := m.hold(ctx, lease)
 	if len(rreq.Limits) == 0 {
+		// No Allow ran to count it: the usage series count it here.
+		m.tallyIn(req, true)
 		return sd, held, nil
 	}
 	rd, err := m.allow(ctx, rreq, layers)
@@ -92,6 +94,9 @@ func (m *Middleware) decideRate(ctx context.Context, req, rreq enforce.Request, 
 // refusedSlots is the decision of a request refused a slot: the rate
 // layers peeked (nothing charged) beside the slot layers.
 func (m *Middleware) refusedSlots(ctx context.Context, req, rreq enforce.Request, sd enforce.Decision) enforce.Decision {
+	// Only peeks ran: the usage series (live counters, history) count the
+	// refusal here, as Allow counts a rate layer's.
+	m.tallyIn(req, false)
 	if len(rreq.Limits) == 0 {
 		return sd
 	}
@@ -103,6 +108,13 @@ func (m *Middleware) refusedSlots(ctx context.Context, req, rreq enforce.Request
 	}
 	rd.Allowed = false
 	return enforce.MergeLayers(req.Limits, sd, rd)
+}
+
+// tallyIn counts a decision the store's Allow did not in its usage series.
+func (m *Middleware) tallyIn(req enforce.Request, allowed bool) {
+	if m.tally != nil {
+		m.tally.Tally(req, allowed)
+	}
 }
 
 // slotQueues reports whether every layer that refused sd is in queue mode:
