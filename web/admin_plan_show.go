@@ -47,6 +47,8 @@ func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error)
 		Counts:  counts[p.ID],
 		Details: views.PlanForm{Input: p.Input()},
 		Docs:    s.planDocs(p),
+		// Each tier's row states its worst case with this many.
+		Instances: s.deps.Instances,
 	}
 	// Who the shadow tiers would have rejected, beside the tiers.
 	v.Shadow, v.ShadowProblem = s.shadowCallers(ctx, p.Slug)
