@@ -15,7 +15,7 @@ import (
 // TestTierFormPrecision: the tier form sets a tier's precision; its row
 // states the worst case with the portal's PORTAL_INSTANCES, as the edit
 // form does under the select; a concurrency tier refuses leased naming the
-// rule and keeps the form.
+// rule and keeps the form. The generated docs state the same bound.
 func TestTierFormPrecision(t *testing.T) {
 	e := newEnvWith(t, func(d *web.Deps) { d.Instances = 2 })
 	p := e.createPlan("team")
@@ -49,13 +49,22 @@ func TestTierFormPrecision(t *testing.T) {
 		t.Errorf("the edit form says %q, want %q", got, bound)
 	}
 
+	// The generated docs tell developers the same figures, and what
+	// their headers' Remaining then is.
+	d := c.get("/docs", nil).doc(t)
+	prec := d.Find(`[data-testid="docs-precision"][data-precision="leased"]`).First()
+	if got := strings.TrimSpace(prec.Text()); !strings.Contains(got, "X-RateLimit-Remaining is what that instance holds") ||
+		!strings.Contains(got, "at most 40 over, at most 40 under the limit per window with 2 instances; leases of up to 20") {
+		t.Errorf("the docs say %q", got)
+	}
+
 	form = tierForm(got.Version, "inflight", "", "concurrency", "5", "60", "", "1", "reject")
 	form.Set("precision", "leased")
 	res := c.post(add, form, nil)
 	if res.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("leased concurrency: status %d, want 422", res.StatusCode)
 	}
-	d := res.doc(t)
+	d = res.doc(t)
 	if got := fieldErrorsOf(d)["precision"]; got != "a concurrency limit is always exact" {
 		t.Errorf("precision error %q", got)
 	}
