@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,5 +83,42 @@ func TestTierFormPrecision(t *testing.T) {
 	res = c.post(add, form, nil)
 	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(fieldErrorsOf(res.doc(t))["precision"], "exact, leased or local") {
 		t.Errorf("precision roughly: status %d, errors %v", res.StatusCode, fieldErrorsOf(res.doc(t)))
+	}
+}
+
+// TestKeyOverridePrecision: a key's override takes a precision from the
+// same select, its row states the bound, and a leased concurrency override
+// is refused with the rule.
+func TestKeyOverridePrecision(t *testing.T) {
+	e := newEnvWith(t, func(d *web.Deps) { d.Instances = 2 })
+	gold := e.createPlan("gold", searchTier)
+	k, _ := e.createKey(e.dev.ID, "ci")
+	c := e.signedIn(operatorEmail)
+	base := fmt.Sprintf("/admin/keys/%d", k.ID)
+	if res := c.post(base+"/plan", url.Values{"plan_id": {fmt.Sprint(gold.ID)}}, nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("set plan: status %d", res.StatusCode)
+	}
+	cur, _ := e.keys.Get(context.Background(), k.ID)
+	form := tierForm(cur.Version, "search", "GET /api/search", "token_bucket", "2000", "60", "0", "1", "reject")
+	form.Set("precision", "local")
+	if res := c.post(base+"/overrides", form, nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("local override: status %d %v", res.StatusCode, fieldErrorsOf(res.doc(t)))
+	}
+	got, _ := e.keys.Get(context.Background(), k.ID)
+	if len(got.Overrides) != 1 || got.Overrides[0].Precision != "local" {
+		t.Fatalf("overrides %+v", got.Overrides)
+	}
+	if want := "local: each of 2 instances enforces 1000 on its own, no Redis; a caller reaching one instance gets 1000"; text(c.get(base, nil).doc(t), "override-precision") != want {
+		t.Errorf("the override row says %q, want %q", text(c.get(base, nil).doc(t), "override-precision"), want)
+	}
+
+	form = tierForm(got.Version, "inflight", "", "concurrency", "3", "60", "0", "1", "reject")
+	form.Set("precision", "leased")
+	res := c.post(base+"/overrides", form, nil)
+	if res.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("leased concurrency override: status %d, want 422", res.StatusCode)
+	}
+	if got := fieldErrorsOf(res.doc(t))["precision"]; got != "a concurrency limit is always exact" {
+		t.Errorf("precision error %q (all: %v)", got, fieldErrorsOf(res.doc(t)))
 	}
 }
