@@ -50,6 +50,7 @@ func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors, map[string
 		Mode:      r.PostFormValue("mode"),
 		Period:    r.PostFormValue("period"),
 		CountPer:  r.PostFormValue("count_per"),
+		Precision: r.PostFormValue("precision"),
 	}
 	in.Limit = formInt(r, "limit", errs, typed)
 	in.WindowSeconds = formInt(r, "window_seconds", errs, typed)

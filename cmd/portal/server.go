@@ -395,6 +395,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		SSOPolicy:             d.cfg.SSO.policy(),
 		Mailer:                accountMailer(d, mailer),
 		PublicURL:             d.cfg.PublicURL,
+		Instances:             d.cfg.Instances,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

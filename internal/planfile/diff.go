@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
 )
@@ -100,7 +101,11 @@ func show(v any) string {
 		if x.Algorithm != "concurrency" {
 			fmt.Fprintf(&b, "cost %d, ", x.Cost)
 		}
-		fmt.Fprintf(&b, "%s, per %s)", x.Mode, x.CountPer)
+		fmt.Fprintf(&b, "%s, per %s", x.Mode, x.CountPer)
+		if x.Precision != "" && x.Precision != string(enforce.PrecisionExact) {
+			fmt.Fprintf(&b, ", %s", x.Precision)
+		}
+		b.WriteString(")")
 		return b.String()
 	}
 	return fmt.Sprint(v)
@@ -262,6 +267,7 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 		add(p+"mode", old.Mode, l.Mode)
 		add(p+"period", old.Period, l.Period)
 		add(p+"count_per", old.CountPer, l.CountPer)
+		add(p+"precision", old.Precision, l.Precision)
 	}
 	// Order is what the dashboard and the docs show; a reorder alone is
 	// a change too.
@@ -278,5 +284,5 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 func tierOf(l plans.LimitInput) Tier {
 	return Tier{Name: l.Name, Route: l.Route, Algorithm: l.Algorithm, Limit: l.Limit,
 		WindowSeconds: l.WindowSeconds, Burst: l.Burst, Cost: l.Cost, Mode: l.Mode, Period: l.Period,
-		CountPer: l.CountPer}
+		CountPer: l.CountPer, Precision: l.Precision}
 }

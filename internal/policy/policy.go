@@ -72,6 +72,9 @@ type Limit struct {
 	PerKey bool `json:"per_key,omitempty"`
 	// Period is a quota's renewal period (enforce.Limit.Period).
 	Period string `json:"period,omitempty"`
+	// Precision is leased or local (enforce.Limit.Precision); absent
+	// means exact.
+	Precision string `json:"precision,omitempty"`
 }
 
 // FromEngine converts engine limits for the wire.
@@ -79,7 +82,8 @@ func FromEngine(ls []enforce.Limit) []Limit {
 	out := make([]Limit, len(ls))
 	for i, l := range ls {
 		out[i] = Limit{Name: l.Name, Algorithm: string(l.Algorithm), Limit: l.Limit, WindowMS: l.Window.Milliseconds(),
-			Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: string(l.Period)}
+			Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: string(l.Period),
+			Precision: string(l.Precision)}
 	}
 	return out
 }
@@ -89,10 +93,14 @@ func toEngine(ls []Limit) ([]enforce.Limit, error) {
 	for i, l := range ls {
 		e := enforce.Limit{Name: l.Name, Algorithm: enforce.Algorithm(l.Algorithm), Limit: l.Limit,
 			Window: time.Duration(l.WindowMS) * time.Millisecond, Burst: l.Burst, Cost: l.Cost,
-			Mode: enforce.Mode(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: enforce.Period(l.Period)}
+			Mode: enforce.Mode(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: enforce.Period(l.Period),
+			Precision: enforce.Precision(l.Precision)}
 		if !e.Algorithm.Valid() || e.Limit < 1 || e.Window <= 0 || (e.Mode != "" && !e.Mode.Valid()) ||
 			(e.Algorithm == enforce.Quota) != e.Period.Valid() {
 			return nil, fmt.Errorf("limit %q is not valid", l.Name)
+		}
+		if err := enforce.ValidatePrecision(e); err != nil {
+			return nil, err
 		}
 		out[i] = e
 	}

@@ -24,13 +24,15 @@ type limitBody struct {
 	// CountPer is whose state the tier counts: key or developer ("" for
 	// the usual rule).
 	CountPer string `json:"count_per"`
+	// Precision is exact, leased or local ("" for exact).
+	Precision string `json:"precision"`
 }
 
 func (b limitBody) input() plans.LimitInput {
 	return plans.LimitInput{
 		Name: b.Name, Route: b.Route, Algorithm: b.Algorithm, Mode: b.Mode,
 		Limit: b.Limit, WindowSeconds: b.WindowSeconds, Burst: b.Burst, Cost: b.Cost, Period: b.Period,
-		CountPer: b.CountPer,
+		CountPer: b.CountPer, Precision: b.Precision,
 	}
 }
 
