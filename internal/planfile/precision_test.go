@@ -77,7 +77,8 @@ func TestPlanFilePrecision(t *testing.T) {
 			name, algorithm, precision, rule string
 		}{
 			{"LeasedConcurrency", "concurrency", "leased", "always exact"},
-			{"LocalQuota", "quota\n        period: month", "local", "never local"},
+			{"LocalQuota", "quota\n        period: month", "local", "a quota is always exact"},
+			{"LeasedQuota", "quota\n        period: month", "leased", "a quota is always exact"},
 			{"LeasedQueue", "leaky_bucket\n        mode: queue\n        burst: 5", "leased", "a leaky bucket that queues is always exact"},
 			{"Unknown", "fixed_window", "roughly", `must be one of "", "exact", "leased", "local"`},
 		} {

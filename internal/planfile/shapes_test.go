@@ -77,7 +77,7 @@ func tierShapes() [][]plans.LimitInput {
 			quotas = append(quotas, plans.LimitInput{
 				Name: fmt.Sprintf("q-%d-%s", j, period), Route: route, Algorithm: "quota", Mode: mode,
 				Limit: 1000 * int64(k+1), WindowSeconds: 60, Cost: int64(j + 1), Period: period,
-				Precision: []string{"", "leased", "exact"}[k],
+				Precision: []string{"", "exact", ""}[k],
 			})
 		}
 	}
@@ -97,7 +97,8 @@ func tierShapes() [][]plans.LimitInput {
 		{Name: "search-degrade", Route: routeSearch, Algorithm: "sliding_window_counter", Limit: 30, WindowSeconds: 60, Mode: "degrade", Precision: "local"},
 		{Name: "search-queue", Route: routeSearch, Algorithm: "leaky_bucket", Limit: 10, WindowSeconds: 1, Burst: 5, Mode: "queue"},
 		{Name: "search-slots", Route: routeSearch, Algorithm: "concurrency", Limit: 2, Mode: "queue"},
-		{Name: "search-quota", Route: routeSearch, Algorithm: "quota", Limit: 500, Period: "month", Mode: "degrade", Precision: "leased"},
+		{Name: "search-quota", Route: routeSearch, Algorithm: "quota", Limit: 500, Period: "month", Mode: "degrade"},
+		{Name: "search-leased", Route: routeSearch, Algorithm: "token_bucket", Limit: 5000, WindowSeconds: 60, Precision: "leased"},
 	})
 	return sets
 }

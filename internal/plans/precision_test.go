@@ -93,7 +93,8 @@ func TestPrecisionRefused(t *testing.T) {
 		{"ErrLeasedConcurrency", plans.LimitInput{Name: "t", Algorithm: "concurrency", Limit: 10, Precision: "leased"}, "a concurrency limit is always exact"},
 		{"ErrLocalConcurrency", plans.LimitInput{Name: "t", Algorithm: "concurrency", Limit: 10, Precision: "local"}, "a concurrency limit is always exact"},
 		{"ErrLeasedQueue", plans.LimitInput{Name: "t", Algorithm: "leaky_bucket", Mode: "queue", Limit: 10, WindowSeconds: 60, Burst: 5, Precision: "leased"}, "a leaky bucket that queues is always exact"},
-		{"ErrLocalQuota", plans.LimitInput{Name: "t", Algorithm: "quota", Period: "month", Limit: 1000, Precision: "local"}, "a quota is exact or leased, never local"},
+		{"ErrLocalQuota", plans.LimitInput{Name: "t", Algorithm: "quota", Period: "month", Limit: 1000, Precision: "local"}, "a quota is always exact"},
+		{"ErrLeasedQuota", plans.LimitInput{Name: "t", Algorithm: "quota", Period: "month", Limit: 1000, Precision: "leased"}, "a quota is always exact"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Create(ctx, actor, plans.PlanInput{Slug: "bad", Name: "Bad", Limits: []plans.LimitInput{tc.in}})
@@ -114,7 +115,7 @@ func TestPrecisionRefused(t *testing.T) {
 		name string
 		in   plans.LimitInput
 	}{
-		{"LeasedQuota", plans.LimitInput{Name: "q", Algorithm: "quota", Period: "month", Limit: 1000, Precision: "leased"}},
+		{"LeasedFixedWindow", plans.LimitInput{Name: "q", Algorithm: "fixed_window", Limit: 1000, WindowSeconds: 60, Precision: "leased"}},
 		{"LeasedRejectingLeakyBucket", plans.LimitInput{Name: "lb", Algorithm: "leaky_bucket", Limit: 10, WindowSeconds: 60, Burst: 5, Precision: "leased"}},
 		{"LocalTokenBucket", plans.LimitInput{Name: "tb", Algorithm: "token_bucket", Limit: 10, WindowSeconds: 60, Precision: "local"}},
 	} {
