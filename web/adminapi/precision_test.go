@@ -85,7 +85,7 @@ func TestTierPrecisionRoundTrips(t *testing.T) {
 		}{
 			{"LeasedConcurrency", map[string]any{"name": "inflight", "algorithm": "concurrency", "limit": 5, "precision": "leased"}, "a concurrency limit is always exact"},
 			{"LeasedQueue", map[string]any{"name": "shape", "algorithm": "leaky_bucket", "mode": "queue", "limit": 10, "window_seconds": 1, "burst": 5, "precision": "leased"}, "a leaky bucket that queues is always exact"},
-			{"LocalQuota", map[string]any{"name": "month", "algorithm": "quota", "period": "month", "limit": 1000, "precision": "local"}, "never local"},
+			{"LocalQuota", map[string]any{"name": "month", "algorithm": "quota", "period": "month", "limit": 1000, "precision": "local"}, "a quota is always exact"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				tc.tier["version"] = got.Version
