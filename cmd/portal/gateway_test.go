@@ -47,7 +47,7 @@ func TestRunServesTheWaysIn(t *testing.T) {
 	}
 	defer conn.Close()
 	rl, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
-		Domain: "sluice", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+		Domain: "demo", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
 			{Key: "method", Value: "GET"}, {Key: "path", Value: "/api/items/1"}, {Key: "remote_address", Value: "192.0.2.7"}}}}})
 	if err != nil || rl.GetOverallCode() != rlsv3.RateLimitResponse_OK || rl.GetStatuses()[0].GetCurrentLimit() == nil {
 		t.Errorf("ShouldRateLimit = %v, %v", rl, err)

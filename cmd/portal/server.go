@@ -329,7 +329,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		d.proxy.Handle("/", gateway.Listener(catalogs, proxy))
 	}
 	if d.grpc != nil {
-		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
+		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, gateway.RateLimitServiceOptions{Logger: d.logger, Registerer: metrics}))
 	}
 	// One bound on replays running at once, whichever way they come in.
 	replays := playground.NewRunner(playground.DefaultParallel)
