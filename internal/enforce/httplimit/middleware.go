@@ -34,10 +34,14 @@ type Options struct {
 	// Logger receives store failures and resolver errors; never a key.
 	Logger *slog.Logger
 	// Registerer, when set, receives the middleware's metrics:
-	// sluice_enforce_requests_total{route,plan,outcome},
-	// sluice_enforce_decision_seconds{route} and
+	// sluice_enforce_requests_total{route,plan,outcome,way_in},
+	// sluice_enforce_decision_seconds{route,way_in} and
 	// sluice_shadow_rejections_total{plan,tier}.
 	Registerer prometheus.Registerer
+	// WayIn is the way_in label of the decisions this middleware makes (a
+	// WayIn constant; "" means WayInMiddleware). A middleware serving
+	// several ways in labels each with WayIn.
+	WayIn string
 	// FailureMode says what a request gets when the store returns an error
 	// (ErrStoreUnavailable): FailOpen admits it and marks the response with
 	// HeaderStoreDegraded; anything else answers 503. FailLocal is carried
@@ -129,7 +133,7 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		maxWait:  opts.MaxQueueWait,
 		now:      opts.Now,
 		epoch:    time.Now(),
-		metrics:  newMiddlewareMetrics(opts.Registerer),
+		metrics:  newMiddlewareMetrics(opts.Registerer, opts.WayIn),
 		shadow:   opts.Shadow,
 		record:   opts.Record,
 	}
@@ -148,6 +152,16 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		m.now = time.Now
 	}
 	return m
+}
+
+// WayIn returns a middleware that decides exactly as m does, on the same
+// store, slots, resolver and recorders, and labels its decisions' metrics
+// with way_in name (a WayIn constant; any other value is labelled
+// "other"), so that each way in of one portal is told apart on /metrics.
+func (m *Middleware) WayIn(name string) *Middleware {
+	return &Middleware{store: m.store, engine: m.engine, into: m.into, resolver: m.resolver, trusted: m.trusted,
+		log: m.log, failOpen: m.failOpen, maxWait: m.maxWait, now: m.now, stamped: m.stamped, epoch: m.epoch,
+		metrics: m.metrics.forWayIn(name), shadow: m.shadow, record: m.record, slots: m.slots, lease: m.lease}
 }
 
 // Wrap returns next with the caller's limits enforced. Register the result on
