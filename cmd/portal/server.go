@@ -107,6 +107,12 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		closers         []func()
 		quotaLedger     *ledger.Ledger
 	)
+	// Traces first, so that every way out of here flushes them.
+	tracer, stopTracing, err := startTracing(ctx, d.cfg.Tracing, d.logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, stopTracing)
 	if d.redis != nil {
 		// The dashboards read (and the usage series are written) through a
 		// client of their own, apart from the decisions' connections.
@@ -273,6 +279,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Record:         usageHistory,
 		Shadow:         usageHistory,
 		SlotLease:      d.cfg.ConcurrencyLease,
+		Tracer:         tracer,
 	})
 
 	health := []web.HealthCheck{{Name: "Postgres", Check: d.pool.Ping}}

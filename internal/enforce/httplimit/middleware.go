@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/internal/enforce"
 )
 
@@ -42,6 +44,11 @@ type Options struct {
 	// WayIn constant; "" means WayInMiddleware). A middleware serving
 	// several ways in labels each with WayIn.
 	WayIn string
+	// Tracer, when set, traces every decision: a SpanDecision span with
+	// the caller's plan and key id (never the key), the route, the way in
+	// and an event per layer, and a SpanStore child for the store's part
+	// (middleware_trace.go). Nil traces nothing and costs nothing.
+	Tracer trace.Tracer
 	// FailureMode says what a request gets when the store returns an error
 	// (ErrStoreUnavailable): FailOpen admits it and marks the response with
 	// HeaderStoreDegraded; anything else answers 503. FailLocal is carried
@@ -118,6 +125,10 @@ type Middleware struct {
 	// slots holds the concurrency limits' slots: the store, when it can.
 	slots enforce.SlotStore
 	lease time.Duration
+	// tracer is nil when decisions are not traced; wayIn names the way in
+	// on their spans.
+	tracer trace.Tracer
+	wayIn  string
 }
 
 // NewMiddleware returns a Middleware deciding with store (a memory store, a
@@ -136,6 +147,8 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		metrics:  newMiddlewareMetrics(opts.Registerer, opts.WayIn),
 		shadow:   opts.Shadow,
 		record:   opts.Record,
+		tracer:   opts.Tracer,
+		wayIn:    wayInName(opts.WayIn),
 	}
 	m.into, _ = store.(enforce.LayersAllower)
 	m.slots, _ = store.(enforce.SlotStore)
@@ -161,7 +174,8 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 func (m *Middleware) WayIn(name string) *Middleware {
 	return &Middleware{store: m.store, engine: m.engine, into: m.into, resolver: m.resolver, trusted: m.trusted,
 		log: m.log, failOpen: m.failOpen, maxWait: m.maxWait, now: m.now, stamped: m.stamped, epoch: m.epoch,
-		metrics: m.metrics.forWayIn(name), shadow: m.shadow, record: m.record, slots: m.slots, lease: m.lease}
+		metrics: m.metrics.forWayIn(name), shadow: m.shadow, record: m.record, slots: m.slots, lease: m.lease,
+		tracer: m.tracer, wayIn: wayInName(name)}
 }
 
 // Wrap returns next with the caller's limits enforced. Register the result on
@@ -251,16 +265,20 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	req := enforce.Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}
 	var d enforce.Decision
 	var err error
+	ctx, span := m.traceDecision(r.Context(), caller, route)
+	sctx, storeSpan := m.traceStore(ctx, span)
 	if m.slots != nil && enforce.HasConcurrency(limits) {
 		// Slots first, then the rate layers (middleware_slots.go); the
 		// slots are held until the handler returns or panics.
 		var held *heldSlots
-		d, held, err = m.decideHeld(r.Context(), w.Header(), req, scratch.layers)
+		d, held, err = m.decideHeld(sctx, w.Header(), req, scratch.layers)
 		st.held = held
 		defer held.release()
 	} else {
-		d, err = m.allow(r.Context(), req, scratch.layers)
+		d, err = m.allow(sctx, req, scratch.layers)
 	}
+	endStore(storeSpan, err)
+	endDecision(span, d, degradationOf(d), err)
 	m.metrics.observeIn(series, route, time.Since(m.epoch)-start)
 	if err != nil {
 		m.storeFailed(w, r, next, st, route, hits, err)
