@@ -9,16 +9,22 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sluicehq/sluice/guard"
 )
 
-// TestGuardDecisionsLabelledWayInGuard: with Options.Registerer, a guard's
-// decisions are counted as the portal counts its own, under way_in="guard".
+// TestGuardDecisionsLabelledWayInGuard: with Options.Registerer and
+// Options.Tracer, a guard's decisions are counted and traced as the
+// portal's own, under way_in "guard".
 func TestGuardDecisionsLabelledWayInGuard(t *testing.T) {
 	p := newPortal(t)
 	reg := prometheus.NewRegistry()
-	g, err := guard.New(context.Background(), guard.Options{PortalURL: p.url, Token: p.token, Registerer: reg})
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	g, err := guard.New(context.Background(), guard.Options{PortalURL: p.url, Token: p.token, Registerer: reg, Tracer: tp.Tracer("test")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,5 +59,23 @@ func TestGuardDecisionsLabelledWayInGuard(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("sluice_enforce_requests_total = %v, want %v", got, want)
+	}
+	decisions := 0
+	for _, sp := range spans.GetSpans() {
+		if sp.Name != "sluice.decision" {
+			continue
+		}
+		decisions++
+		for _, a := range sp.Attributes {
+			if a.Key == "sluice.way_in" && a.Value.AsString() != "guard" {
+				t.Errorf("a guard's span has way_in %q", a.Value.AsString())
+			}
+			if strings.Contains(a.Value.Emit(), p.secret) {
+				t.Errorf("span attribute %s holds the key", a.Key)
+			}
+		}
+	}
+	if decisions != 4 {
+		t.Errorf("%d decision spans for 4 requests", decisions)
 	}
 }
