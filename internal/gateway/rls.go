@@ -135,8 +135,7 @@ func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateL
 		}
 	}
 	var v httplimit.Verdict
-	decided := a.known
-	if decided {
+	if a.known { // else nothing here is Sluice's: no decision, nothing spent
 		v = s.decide(ctx, catalog, svc, a, int64(max(req.GetHitsAddend(), 1)))
 		res.ResponseHeadersToAdd = headersToAdd(v.Header)
 		if v.Status != http.StatusOK {
