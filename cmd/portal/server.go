@@ -111,6 +111,12 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		// Redis).
 		shared *redisstore.Store
 	)
+	// Traces first, so that every way out of here flushes them.
+	tracer, stopTracing, err := startTracing(ctx, d.cfg.Tracing, d.logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, stopTracing)
 	if d.redis != nil {
 		// The dashboards read (and the usage series are written) through a
 		// client of their own, apart from the decisions' connections.
@@ -287,6 +293,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Record:         usageHistory,
 		Shadow:         usageHistory,
 		SlotLease:      d.cfg.ConcurrencyLease,
+		Tracer:         tracer,
 	})
 
 	health := []web.HealthCheck{{Name: "Postgres", Check: d.pool.Ping}}
@@ -321,7 +328,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
 	// Gateways in front of other APIs ask here, any method (gateway.Check).
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
-	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
+	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw.WayIn(httplimit.WayInCheck), d.logger))
 	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
 	// Services check a key and read its limits here, spending nothing
 	// (issue 36), with a service token: a door that takes a token, so
@@ -337,13 +344,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// name and by path, and by host name (sandboxed) around the whole mux
 	// below. The console's own origin never serves an upstream's content:
 	// its /proxy/ redirects to the proxy's listener (issue 30, item 1).
-	proxy := gateway.NewProxy(catalogs, mw, nil, d.logger)
+	proxy := gateway.NewProxy(catalogs, mw.WayIn(httplimit.WayInProxy), nil, d.logger)
 	mux.Handle(gateway.ProxyPrefix, d.proxyOrigin.ConsoleProxyPath())
 	if d.proxy != nil {
 		d.proxy.Handle("/", gateway.Listener(catalogs, proxy))
 	}
 	if d.grpc != nil {
-		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
+		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw.WayIn(httplimit.WayInEnvoy), gateway.RateLimitServiceOptions{Logger: d.logger, Registerer: metrics}))
 	}
 	// One bound on replays running at once, whichever way they come in.
 	replays := playground.NewRunner(playground.DefaultParallel)

@@ -148,6 +148,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 		if d := w.Header().Get(httplimit.HeaderDegraded); d != "" {
 			r.Header.Set(httplimit.HeaderDegraded, d)
 		}
+		// The upstream is told who called, as a gateway tells it from a
+		// check's answer; a client's own claims are replaced.
+		caller, _ := httplimit.CallerFrom(r.Context())
+		setIdentity(r.Header, caller)
 		rp.ServeHTTP(w, r)
 	}))
 }

@@ -62,7 +62,11 @@ func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, 
 	if !m.stamped {
 		before = m.now()
 	}
-	out, err := m.engine.Decide(ctx, enforce.Ask{Caller: caller, Route: route, Hits: hits})
+	tctx, span := m.traceDecision(ctx, caller, route)
+	sctx, storeSpan := m.traceStore(tctx, span)
+	out, err := m.engine.Decide(sctx, enforce.Ask{Caller: caller, Route: route, Hits: hits})
+	endStore(storeSpan, err)
+	endDecision(span, out.Decision, out.Degraded, err)
 	defer out.Lease.Release(context.WithoutCancel(ctx))
 	if len(out.Limits) == 0 && err == nil {
 		return v
