@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/plans"
@@ -138,5 +139,75 @@ func TestProxyReleasesTheSlotWhenTheUpstreamAnswered(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("an order after the first was answered: %d, want 200", res.StatusCode)
+	}
+}
+
+// TestProxyHoldsTheSlotAfterTheClientHangsUp: a client that hangs up does
+// not end its request upstream, which still works on it; the slot is held
+// until the upstream has answered, so the cap counts what the upstream
+// really runs.
+func TestProxyHoldsTheSlotAfterTheClientHangsUp(t *testing.T) {
+	f := newFixture(t, nil)
+	withOrdersInFlight(t, f)
+	arrived, finish, answered := make(chan struct{}, 4), make(chan struct{}), make(chan struct{}, 4)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-finish
+		_, _ = io.WriteString(w, "ordered")
+		answered <- struct{}{}
+	}))
+	t.Cleanup(api.Close)
+	f.setUpstream(t, api.URL)
+	srv := f.proxyServer(t)
+	// A bug would let a second order through to the upstream, which holds
+	// it until finish: the client gives up rather than hang the test.
+	client := &http.Client{Timeout: 5 * time.Second}
+	order := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+gateway.ProxyPrefix+"shop/orders", strings.NewReader("{}"))
+		req.Header.Set("X-API-Key", f.secret)
+		return client.Do(req)
+	}
+	ctx, hangUp := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		_, err := order(ctx)
+		gone <- err
+	}()
+	<-arrived
+	hangUp()
+	if err := <-gone; err == nil {
+		t.Fatal("the hung-up client got an answer")
+	}
+	// The upstream still works on the first order: a second is refused,
+	// however long after the hang-up it comes.
+	for range 3 {
+		time.Sleep(20 * time.Millisecond)
+		res, err := order(context.Background())
+		if err != nil {
+			close(finish)
+			t.Fatalf("an order while the hung-up one is still upstream: %v, want 429 at once", err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusTooManyRequests {
+			close(finish)
+			t.Fatalf("an order while the hung-up one is still upstream: %d, want 429", res.StatusCode)
+		}
+	}
+	close(finish)
+	<-answered
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := order(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an order after the upstream answered the hung-up one: %d, want 200", res.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

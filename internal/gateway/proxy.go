@@ -152,6 +152,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 		// check's answer; a client's own claims are replaced.
 		caller, _ := httplimit.CallerFrom(r.Context())
 		setIdentity(r.Header, caller)
+		if httplimit.HoldsSlots(r.Context()) {
+			// The slots stay held until the upstream has answered, even
+			// if the client hangs up first (it would not stop the work).
+			w, r = outlivingClient(w, r)
+		}
 		rp.ServeHTTP(w, r)
 	}))
 }

@@ -224,3 +224,10 @@ func (hs *heldSlots) release() {
 		hs.m.log.WarnContext(hs.ctx, "releasing concurrency slots", "err", err)
 	}
 }
+
+// HoldsSlots reports whether the request of ctx, which the middleware
+// runs, holds concurrency slots until its handler returns.
+func HoldsSlots(ctx context.Context) bool {
+	st := stateFrom(ctx)
+	return st != nil && st.held != nil
+}
