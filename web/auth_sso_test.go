@@ -305,6 +305,30 @@ func TestSSODevelopers(t *testing.T) {
 			t.Fatalf("developer account: %+v, %v", u, err)
 		}
 	})
+	t.Run("AccountWithoutPasswordOffersNoPasswordChange", func(t *testing.T) {
+		c := e.anonymous()
+		if res := e.ssoSignIn(c, &outsider, "", nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("callback: %d", res.StatusCode)
+		}
+		d := c.get("/account", nil).doc(t)
+		if d.Find(`[data-testid="password-form"]`).Length() != 0 || !strings.Contains(text(d, "no-password"), "has no password") {
+			t.Fatalf("SSO account's page: password form %d, note %q", d.Find(`[data-testid="password-form"]`).Length(), text(d, "no-password"))
+		}
+		res := c.post("/account/password", url.Values{"current_password": {"anything at all"}, "new_password": {"a brand new passphrase"}}, nil)
+		if res.StatusCode != http.StatusConflict || !strings.Contains(res.body, "no password to change") {
+			t.Fatalf("password change of an SSO account: %d", res.StatusCode)
+		}
+		// An account with a password, signed in by SSO, still has the form.
+		p := ssotest.Person{Subject: "sub-dev-pw", Email: developerEmail, EmailVerified: true}
+		withPassword := e.anonymous()
+		if res := e.ssoSignIn(withPassword, &p, "", nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("callback: %d", res.StatusCode)
+		}
+		d = withPassword.get("/account", nil).doc(t)
+		if d.Find(`[data-testid="password-form"]`).Length() != 1 || d.Find(`[data-testid="no-password"]`).Length() != 0 {
+			t.Fatal("an account with a password lost its password form")
+		}
+	})
 	t.Run("DisabledUserRefused", func(t *testing.T) {
 		p := ssotest.Person{Subject: "sub-dev", Email: developerEmail, EmailVerified: true}
 		if _, err := e.users.SetDisabled(ctx, e.dev.ID, true); err != nil {
