@@ -208,8 +208,31 @@ func TestSSOSignInOperators(t *testing.T) {
 		}
 		srvURL, _ := url.Parse(e.srv.URL)
 		old := c.http.Jar.Cookies(srvURL)
-		if res := c.post("/signout", nil, nil); res.StatusCode != http.StatusSeeOther {
-			t.Fatalf("sign out: %d", res.StatusCode)
+		// The page's form-action lets the sign-out form go on to the
+		// provider.
+		if csp := c.get("/admin", nil).Header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self' "+e.idp.URL+";") {
+			t.Fatalf("CSP = %q, want the provider's origin among the form targets", csp)
+		}
+		res := c.post("/signout", nil, nil)
+		loc, _ := res.Location()
+		if res.StatusCode != http.StatusSeeOther || loc == nil || !strings.HasPrefix(loc.String(), e.idp.URL+"/end_session?") {
+			t.Fatalf("sign out: %d to %v, want the provider's end_session_endpoint", res.StatusCode, loc)
+		}
+		q := loc.Query()
+		if q.Get("id_token_hint") == "" || q.Get("client_id") != ssotest.ClientID || q.Get("post_logout_redirect_uri") != e.srv.URL+"/signin" {
+			t.Fatalf("end-session query: %v", q)
+		}
+		// The provider ends its session for the person and sends the
+		// browser back to the sign-in page.
+		before := len(e.idp.Ended())
+		req, _ := http.NewRequest(http.MethodGet, loc.String(), nil)
+		back := c.do(req)
+		if back.StatusCode != http.StatusFound || back.Header.Get("Location") != e.srv.URL+"/signin" {
+			t.Fatalf("provider's end session: %d to %q", back.StatusCode, back.Header.Get("Location"))
+		}
+		ended := e.idp.Ended()
+		if len(ended) != before+1 || ended[before] != (ssotest.EndedSession{Subject: opGroupPerson.Subject, ClientID: ssotest.ClientID}) {
+			t.Fatalf("provider's ended sessions: %+v", ended)
 		}
 		if got := c.get("/admin", nil); got.StatusCode != http.StatusSeeOther {
 			t.Fatalf("console after sign-out: %d", got.StatusCode)
@@ -219,6 +242,14 @@ func TestSSOSignInOperators(t *testing.T) {
 		replay.http.Jar.SetCookies(srvURL, old)
 		if got := replay.get("/admin", nil); got.StatusCode != http.StatusSeeOther {
 			t.Fatalf("console with the old session cookie: %d", got.StatusCode)
+		}
+	})
+	t.Run("PasswordSessionSignsOutHere", func(t *testing.T) {
+		c := e.signedIn(operatorEmail)
+		before := len(e.idp.Ended())
+		res := c.post("/signout", nil, nil)
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/signin" || len(e.idp.Ended()) != before {
+			t.Fatalf("password session's sign-out: %d to %q", res.StatusCode, res.Header.Get("Location"))
 		}
 	})
 	t.Run("TamperedStateRefused", func(t *testing.T) {

@@ -180,6 +180,9 @@ type Server struct {
 	// ssoAccounts and ssoSealer serve sign-in with SSO (Deps.SSO).
 	ssoAccounts *sso.Accounts
 	ssoSealer   seal.Box
+	// csp is contentSecurityPolicy, with the provider's origin among the
+	// form targets when SSO is on (ssoFormAction).
+	csp string
 	// resets makes and redeems one-time password reset links; selfResets
 	// makes the shorter-lived ones a developer asks for by email.
 	resets, selfResets *resets.Store
@@ -229,6 +232,10 @@ func New(deps Deps) *Server {
 		s.selfResets = resets.NewStore(deps.Pool, selfResetTTL, s.now)
 	}
 	s.ssoSealer = newSSOSealer(deps.SessionSecret)
+	s.csp = contentSecurityPolicy
+	if deps.SSO != nil {
+		s.csp = ssoFormAction(contentSecurityPolicy, deps.SSO.Issuer())
+	}
 	policy := deps.SignIn
 	if policy == (signin.Policy{}) {
 		policy = signin.DefaultPolicy()
