@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
+	"github.com/sluicehq/sluice/internal/orgs"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
@@ -180,6 +181,8 @@ type Server struct {
 	// ssoAccounts and ssoSealer serve sign-in with SSO (Deps.SSO).
 	ssoAccounts *sso.Accounts
 	ssoSealer   seal.Box
+	// orgs are the organisations developers act in (Deps.Pool).
+	orgs *orgs.Repo
 	// csp is contentSecurityPolicy, with the provider's origin among the
 	// form targets when SSO is on (ssoFormAction).
 	csp string
@@ -229,6 +232,7 @@ func New(deps Deps) *Server {
 		s.tokens = optokens.NewStore(deps.Pool, "")
 		s.resets = resets.NewStore(deps.Pool, 0, s.now)
 		s.ssoAccounts = sso.NewAccounts(deps.Pool)
+		s.orgs = orgs.NewRepo(deps.Pool, s.now)
 		s.selfResets = resets.NewStore(deps.Pool, selfResetTTL, s.now)
 	}
 	s.ssoSealer = newSSOSealer(deps.SessionSecret)

@@ -238,9 +238,10 @@ func (s *Server) currentUser(r *http.Request) (users.User, bool) {
 	return st.user, st.ok
 }
 
-// actor names the signed-in user in the audit log.
+// actor names the signed-in person in the audit log (under /app, the
+// member acting, not the organisation's account).
 func (s *Server) actor(r *http.Request) string {
-	u, _ := s.currentUser(r)
+	u, _ := s.person(r)
 	return fmt.Sprintf("user:%d", u.ID)
 }
 
