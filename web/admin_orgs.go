@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/orgs"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
@@ -23,19 +22,10 @@ func (s *Server) adminOrgs(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adminOrgView(r *http.Request, id int64) (views.AdminOrgView, error) {
 	ctx := r.Context()
-	list, err := s.orgs.List(ctx)
-	if err != nil {
-		return views.AdminOrgView{}, err
-	}
 	var v views.AdminOrgView
-	found := false
-	for _, o := range list {
-		if o.ID == id {
-			v.Org, found = o, true
-		}
-	}
-	if !found {
-		return v, orgs.ErrNotFound
+	var err error
+	if v.Org, err = s.orgs.Summary(ctx, id); err != nil {
+		return v, err
 	}
 	if v.Members, err = s.orgs.Members(ctx, id); err != nil {
 		return v, err

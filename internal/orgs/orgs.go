@@ -259,11 +259,32 @@ type Summary struct {
 	Members  int    `json:"members"`
 }
 
-const selectSummaries = `
+const (
+	selectSummaryColumns = `
 SELECT ` + orgColumns + `, u.email, u.plan_id, coalesce(p.name, ''),
        (SELECT count(*) FROM org_members m WHERE m.org_id = o.id)
-FROM organisations o JOIN users u ON u.id = o.account_user_id LEFT JOIN plans p ON p.id = u.plan_id
-ORDER BY o.name, o.id`
+FROM organisations o JOIN users u ON u.id = o.account_user_id LEFT JOIN plans p ON p.id = u.plan_id`
+	selectSummaries = selectSummaryColumns + ` ORDER BY o.name, o.id`
+	selectSummary   = selectSummaryColumns + ` WHERE o.id = $1`
+)
+
+func scanSummary(row pgx.Row) (Summary, error) {
+	var s Summary
+	err := row.Scan(&s.ID, &s.Name, &s.AccountUserID, &s.CreatedAt, &s.AccountEmail, &s.PlanID, &s.PlanName, &s.Members)
+	return s, err
+}
+
+// Summary is organisation id as the operators see it, or ErrNotFound.
+func (r *Repo) Summary(ctx context.Context, id int64) (Summary, error) {
+	s, err := scanSummary(r.pool.QueryRow(ctx, selectSummary, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Summary{}, fmt.Errorf("organisation %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("organisation %d: %w", id, err)
+	}
+	return s, nil
+}
 
 // List is every organisation, by name, for the operators.
 func (r *Repo) List(ctx context.Context) ([]Summary, error) {
@@ -271,11 +292,7 @@ func (r *Repo) List(ctx context.Context) ([]Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list organisations: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
-		var s Summary
-		err := row.Scan(&s.ID, &s.Name, &s.AccountUserID, &s.CreatedAt, &s.AccountEmail, &s.PlanID, &s.PlanName, &s.Members)
-		return s, err
-	})
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) { return scanSummary(row) })
 	if err != nil {
 		return nil, fmt.Errorf("list organisations: %w", err)
 	}
