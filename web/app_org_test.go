@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -161,6 +163,40 @@ func TestOrganisations(t *testing.T) {
 		}
 		if res := member.get("/admin/orgs", nil); res.StatusCode != http.StatusForbidden {
 			t.Fatalf("a developer on the operators' list: %d", res.StatusCode)
+		}
+	})
+	t.Run("RemovedMembersStreamEnds", func(t *testing.T) {
+		other := mk("streamer@example.com")
+		tok, _, err := repo.Invite(ctx, ownerOrg[0].ID, e.dev.ID, other.Email, orgs.RoleReadOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := e.signedIn(other.Email)
+		if res := c.post("/invitations/"+tok+"/accept", nil, nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("accept: %d", res.StatusCode)
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_, br := openStream(t, sctx, c, "/app/stream") // reads the first event
+		if res := owner.post("/app/org/members/"+strconv.FormatInt(other.ID, 10)+"/remove", nil, nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("remove: %d", res.StatusCode)
+		}
+		// The stream ends (EOF) instead of pushing the organisation's
+		// figures on; at most the push under way when the removal landed
+		// still arrives.
+		for events := 0; ; {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("the stream did not end: %v", err)
+				}
+				break
+			}
+			if line == "\n" {
+				if events++; events > 1 {
+					t.Fatal("the removed member's stream goes on pushing")
+				}
+			}
 		}
 	})
 	t.Run("LeavingEndsAccessAtOnceAndKeysStay", func(t *testing.T) {

@@ -114,3 +114,17 @@ func (s *Server) membership(r *http.Request) (orgs.Membership, bool) {
 	st, ok := r.Context().Value(orgStateKey).(orgState)
 	return st.membership, ok
 }
+
+// stillMember reports whether the person a long-lived response (the usage
+// stream) serves still belongs to the organisation it shows: asked before
+// every push, so that a member who leaves or is removed stops seeing the
+// organisation at once, not at their next page. A personal organisation
+// cannot be left, so it costs no query.
+func (s *Server) stillMember(ctx context.Context, r *http.Request) bool {
+	st, ok := r.Context().Value(orgStateKey).(orgState)
+	if !ok || s.orgs == nil || st.membership.AccountUserID == st.person.ID {
+		return true
+	}
+	_, err := s.orgs.Membership(ctx, st.membership.ID, st.person.ID)
+	return err == nil
+}
