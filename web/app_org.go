@@ -22,6 +22,7 @@ var orgNotices = map[string]string{
 	"role":     "Role changed.",
 	"switched": "You now work in this organisation.",
 	"joined":   "Welcome: you are now a member of this organisation.",
+	"renamed":  "Organisation renamed.",
 }
 
 func (s *Server) orgPageData(r *http.Request) (views.OrgPageData, error) {
@@ -257,4 +258,33 @@ func (s *Server) acceptInvitation(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("joined organisation", "user_id", u.ID, "org_id", m.ID, "role", m.Role)
 	http.Redirect(w, r, "/app/org?done=joined", http.StatusSeeOther)
+}
+
+// renameOrg gives the organisation another name; only owners rename.
+func (s *Server) renameOrg(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.owner(w, r)
+	if !ok {
+		return
+	}
+	if err := parseForm(w, r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	if msg := orgs.ValidateName(name); msg != "" {
+		d, err := s.orgPageData(r)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		d.Invite.Errors["name"] = msg
+		d.NameInput = name
+		s.render(w, r, http.StatusUnprocessableEntity, views.OrgPage(s.page(r, "Organisation", "app-org"), d))
+		return
+	}
+	if err := s.orgs.Rename(r.Context(), s.actor(r), m.ID, name); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/app/org?done=renamed", http.StatusSeeOther)
 }

@@ -99,6 +99,9 @@ func TestOrganisations(t *testing.T) {
 		if res := member.post("/app/org/members/"+strconv.FormatInt(e.dev.ID, 10)+"/remove", nil, nil); res.StatusCode != http.StatusForbidden {
 			t.Fatalf("member removing the owner: %d", res.StatusCode)
 		}
+		if res := member.post("/app/org/name", url.Values{"name": {"Taken over"}}, nil); res.StatusCode != http.StatusForbidden {
+			t.Fatalf("member renaming: %d", res.StatusCode)
+		}
 	})
 	t.Run("MemberCannotReachAnotherOrgsKeys", func(t *testing.T) {
 		id := strconv.FormatInt(foreign.ID, 10)
@@ -218,6 +221,17 @@ func TestOrganisations(t *testing.T) {
 		}
 		if strings.Contains(owner.get("/app/org", nil).body, "invitee@example.com") {
 			t.Fatal("the member who left is still listed")
+		}
+	})
+	t.Run("OwnerRenames", func(t *testing.T) {
+		if res := owner.post("/app/org/name", url.Values{"name": {"   "}}, nil); res.StatusCode != http.StatusUnprocessableEntity {
+			t.Fatalf("blank name: %d", res.StatusCode)
+		}
+		if res := owner.post("/app/org/name", url.Values{"name": {" Acme Ltd "}}, nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("rename: %d", res.StatusCode)
+		}
+		if got := text(owner.get("/app/org", nil).doc(t), "org-name"); got != "Acme Ltd" {
+			t.Fatalf("name = %q", got)
 		}
 	})
 }

@@ -50,6 +50,7 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 
 	// Organisations: members, invitations, switching (app_org.go).
 	mux.Handle("GET /app/org", dev(s.myOrg))
+	mux.Handle("POST /app/org/name", dev(s.renameOrg))
 	mux.Handle("POST /app/org/switch", anyMember(s.switchOrg))
 	mux.Handle("POST /app/org/leave", anyMember(s.leaveOrg))
 	mux.Handle("POST /app/org/invitations", dev(s.inviteToOrg))

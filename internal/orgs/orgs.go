@@ -14,12 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/pgtext"
 )
 
 // Roles a member can have.
@@ -297,4 +300,45 @@ func (r *Repo) List(ctx context.Context) ([]Summary, error) {
 		return nil, fmt.Errorf("list organisations: %w", err)
 	}
 	return list, nil
+}
+
+// ValidateName says what is wrong with an organisation's name, or "".
+func ValidateName(name string) string {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return "is required"
+	case utf8.RuneCountInString(name) > 100:
+		return "must be at most 100 characters"
+	}
+	return pgtext.NameProblem(name)
+}
+
+const (
+	lockName   = `SELECT name FROM organisations WHERE id = $1 FOR UPDATE`
+	updateName = `UPDATE organisations SET name = $2 WHERE id = $1`
+)
+
+// Rename names orgID name (trimmed), by actor (an owner). The caller
+// checks the name with ValidateName first; a name it refuses is an error
+// here too.
+func (r *Repo) Rename(ctx context.Context, actor string, orgID int64, name string) error {
+	name = strings.TrimSpace(name)
+	if msg := ValidateName(name); msg != "" {
+		return fmt.Errorf("organisation name %s", msg)
+	}
+	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var before string
+		err := tx.QueryRow(ctx, lockName, orgID).Scan(&before)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("rename organisation %d: %w", orgID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("rename organisation %d: %w", orgID, err)
+		}
+		if _, err := tx.Exec(ctx, updateName, orgID, name); err != nil {
+			return fmt.Errorf("rename organisation %d: %w", orgID, err)
+		}
+		return audit.Record(ctx, tx, actor, "organisation.rename", audit.ObjectOrg, strconv.FormatInt(orgID, 10),
+			map[string]any{"name": before}, map[string]any{"name": name})
+	})
 }
