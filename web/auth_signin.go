@@ -114,8 +114,8 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 	}
 	next := "/signin"
 	if idToken != "" {
-		if u := s.ssoSignOutURL(r, idToken); u != "" {
-			next = u
+		if target := s.ssoSignOutURL(r, idToken); target != "" {
+			next = target
 		}
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
