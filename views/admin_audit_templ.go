@@ -61,7 +61,7 @@ func auditObject(names map[string]string, e audit.Entry) string {
 }
 
 // AuditObjectTypes lists the object types the filter offers.
-var AuditObjectTypes = []string{audit.ObjectPlan, audit.ObjectLimit, audit.ObjectKey, audit.ObjectUser, audit.ObjectToken, audit.ObjectService}
+var AuditObjectTypes = []string{audit.ObjectPlan, audit.ObjectLimit, audit.ObjectKey, audit.ObjectUser, audit.ObjectToken, audit.ObjectService, audit.ObjectOrg}
 
 func auditNextURL(l AuditList) string {
 	q := url.Values{}

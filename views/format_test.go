@@ -36,8 +36,8 @@ func TestNavByRole(t *testing.T) {
 		want   []string
 	}{
 		{"Anonymous", nil, []string{"docs", "signin", "signup"}},
-		{"Operator", &Viewer{Role: "operator"}, []string{"usage", "history", "requests", "analytics", "services", "plans", "playground", "keys", "developers", "operators", "tokens", "audit", "docs"}},
-		{"Developer", &Viewer{Role: "developer"}, []string{"app", "app-history", "app-requests", "app-analytics", "app-keys", "app-plan", "app-alerts", "docs"}},
+		{"Operator", &Viewer{Role: "operator"}, []string{"usage", "history", "requests", "analytics", "services", "plans", "playground", "keys", "developers", "orgs", "operators", "tokens", "audit", "docs"}},
+		{"Developer", &Viewer{Role: "developer"}, []string{"app", "app-history", "app-requests", "app-analytics", "app-keys", "app-plan", "app-alerts", "app-org", "docs"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			items := Nav(tt.viewer)

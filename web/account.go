@@ -12,7 +12,12 @@ import (
 // account shows the signed-in user's own page: password and sessions.
 func (s *Server) account(w http.ResponseWriter, r *http.Request) {
 	u, _ := s.currentUser(r)
-	f := views.AccountForm{Email: u.Email}
+	has, err := s.deps.Users.HasPassword(r.Context(), u.ID)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	f := views.AccountForm{Email: u.Email, NoPassword: !has}
 	if r.URL.Query().Get("changed") == "password" {
 		f.Notice = "Your password was changed. Every other session of this account was signed out."
 	}
@@ -29,6 +34,19 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
 	u, _ := s.currentUser(r)
 	f := views.AccountForm{Email: u.Email, Errors: views.FieldErrors{}}
 	page := s.page(r, "Your account", "account")
+	has, err := s.deps.Users.HasPassword(r.Context(), u.ID)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if !has {
+		// An account made by SSO: no current password could ever be right,
+		// so a guess is not counted against the device either.
+		f.NoPassword = true
+		f.Errors["form"] = "this account signs in with SSO and has no password to change"
+		s.render(w, r, http.StatusConflict, views.Account(page, f))
+		return
+	}
 	// A session left open on a shared computer must not become a way to
 	// guess the password: wrong current passwords count as failed sign-ins,
 	// of the signed-in device (its own budget, which guesses at the sign-in

@@ -63,6 +63,9 @@ func (s *Server) myUsageStream(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(liveTick)
 	defer tick.Stop()
 	for {
+		if !s.stillMember(ctx, r) {
+			return
+		}
 		event, err := view.frame(func(*any) ([]byte, error) {
 			u, err := s.myUsageFigures(ctx, r)
 			if err != nil {

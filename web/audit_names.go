@@ -24,10 +24,12 @@ SELECT 'token:' || id, name FROM operator_tokens WHERE id = ANY($4)
 UNION ALL
 SELECT 'limit:' || id, name FROM plan_limits WHERE id = ANY($5)
 UNION ALL
-SELECT 'service:' || id, slug FROM services WHERE id = ANY($6)`
+SELECT 'service:' || id, slug FROM services WHERE id = ANY($6)
+UNION ALL
+SELECT 'organisation:' || id, name FROM organisations WHERE id = ANY($7)`
 
 // auditNames maps "user:<id>", "plan:<id>", "key:<id>", "token:<id>",
-// "limit:<id>" and "service:<id>" of the entries' actors and objects to what
+// "limit:<id>", "service:<id>" and "organisation:<id>" of the entries' actors and objects to what
 // a person recognises: an email, a name, a service's slug. A limit, plan or
 // service deleted since is named by the name its entry recorded.
 func (s *Server) auditNames(ctx context.Context, entries []audit.Entry) (map[string]string, error) {
@@ -51,7 +53,7 @@ func (s *Server) auditNames(ctx context.Context, entries []audit.Entry) (map[str
 		return out, nil
 	}
 	rows, err := s.deps.Pool.Query(ctx, selectAuditNames, ids[audit.ObjectUser], ids[audit.ObjectPlan], ids[audit.ObjectKey],
-		ids[audit.ObjectToken], ids[audit.ObjectLimit], ids[audit.ObjectService])
+		ids[audit.ObjectToken], ids[audit.ObjectLimit], ids[audit.ObjectService], ids[audit.ObjectOrg])
 	if err != nil {
 		return nil, fmt.Errorf("audit names: %w", err)
 	}

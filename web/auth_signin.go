@@ -97,15 +97,28 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// signOut ends the session; one begun with SSO is then sent to the
+// provider to end its session there too (ssoSignOutURL).
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
-	if u, ok := s.currentUser(r); ok {
+	u, signedIn := s.currentUser(r)
+	if signedIn {
 		s.log.Info("signed out", "user_id", u.ID)
+	}
+	idToken := ""
+	if sess, err := s.session(r); err == nil && signedIn {
+		idToken, _ = sess.Values[keySSOIDToken].(string)
 	}
 	if err := s.endSession(w, r); err != nil {
 		s.error(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	next := "/signin"
+	if idToken != "" {
+		if target := s.ssoSignOutURL(r, idToken); target != "" {
+			next = target
+		}
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // localPath keeps a post-sign-in redirect on this site. Browsers are lenient

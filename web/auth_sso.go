@@ -116,7 +116,7 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := res.User
-	if err := s.startSession(w, r, u); err != nil {
+	if err := s.startSessionWith(w, r, u, id.IDToken); err != nil {
 		s.error(w, r, err)
 		return
 	}

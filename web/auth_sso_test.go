@@ -208,8 +208,31 @@ func TestSSOSignInOperators(t *testing.T) {
 		}
 		srvURL, _ := url.Parse(e.srv.URL)
 		old := c.http.Jar.Cookies(srvURL)
-		if res := c.post("/signout", nil, nil); res.StatusCode != http.StatusSeeOther {
-			t.Fatalf("sign out: %d", res.StatusCode)
+		// The page's form-action lets the sign-out form go on to the
+		// provider.
+		if csp := c.get("/admin", nil).Header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self' "+e.idp.URL+";") {
+			t.Fatalf("CSP = %q, want the provider's origin among the form targets", csp)
+		}
+		res := c.post("/signout", nil, nil)
+		loc, _ := res.Location()
+		if res.StatusCode != http.StatusSeeOther || loc == nil || !strings.HasPrefix(loc.String(), e.idp.URL+"/end_session?") {
+			t.Fatalf("sign out: %d to %v, want the provider's end_session_endpoint", res.StatusCode, loc)
+		}
+		q := loc.Query()
+		if q.Get("id_token_hint") == "" || q.Get("client_id") != ssotest.ClientID || q.Get("post_logout_redirect_uri") != e.srv.URL+"/signin" {
+			t.Fatalf("end-session query: %v", q)
+		}
+		// The provider ends its session for the person and sends the
+		// browser back to the sign-in page.
+		before := len(e.idp.Ended())
+		req, _ := http.NewRequest(http.MethodGet, loc.String(), nil)
+		back := c.do(req)
+		if back.StatusCode != http.StatusFound || back.Header.Get("Location") != e.srv.URL+"/signin" {
+			t.Fatalf("provider's end session: %d to %q", back.StatusCode, back.Header.Get("Location"))
+		}
+		ended := e.idp.Ended()
+		if len(ended) != before+1 || ended[before] != (ssotest.EndedSession{Subject: opGroupPerson.Subject, ClientID: ssotest.ClientID}) {
+			t.Fatalf("provider's ended sessions: %+v", ended)
 		}
 		if got := c.get("/admin", nil); got.StatusCode != http.StatusSeeOther {
 			t.Fatalf("console after sign-out: %d", got.StatusCode)
@@ -219,6 +242,14 @@ func TestSSOSignInOperators(t *testing.T) {
 		replay.http.Jar.SetCookies(srvURL, old)
 		if got := replay.get("/admin", nil); got.StatusCode != http.StatusSeeOther {
 			t.Fatalf("console with the old session cookie: %d", got.StatusCode)
+		}
+	})
+	t.Run("PasswordSessionSignsOutHere", func(t *testing.T) {
+		c := e.signedIn(operatorEmail)
+		before := len(e.idp.Ended())
+		res := c.post("/signout", nil, nil)
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/signin" || len(e.idp.Ended()) != before {
+			t.Fatalf("password session's sign-out: %d to %q", res.StatusCode, res.Header.Get("Location"))
 		}
 	})
 	t.Run("TamperedStateRefused", func(t *testing.T) {
@@ -303,6 +334,30 @@ func TestSSODevelopers(t *testing.T) {
 		u, err := e.users.ByEmail(ctx, outsider.Email)
 		if err != nil || u.Role != users.RoleDeveloper || u.PlanID == nil || *u.PlanID != free.ID {
 			t.Fatalf("developer account: %+v, %v", u, err)
+		}
+	})
+	t.Run("AccountWithoutPasswordOffersNoPasswordChange", func(t *testing.T) {
+		c := e.anonymous()
+		if res := e.ssoSignIn(c, &outsider, "", nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("callback: %d", res.StatusCode)
+		}
+		d := c.get("/account", nil).doc(t)
+		if d.Find(`[data-testid="password-form"]`).Length() != 0 || !strings.Contains(text(d, "no-password"), "has no password") {
+			t.Fatalf("SSO account's page: password form %d, note %q", d.Find(`[data-testid="password-form"]`).Length(), text(d, "no-password"))
+		}
+		res := c.post("/account/password", url.Values{"current_password": {"anything at all"}, "new_password": {"a brand new passphrase"}}, nil)
+		if res.StatusCode != http.StatusConflict || !strings.Contains(res.body, "no password to change") {
+			t.Fatalf("password change of an SSO account: %d", res.StatusCode)
+		}
+		// An account with a password, signed in by SSO, still has the form.
+		p := ssotest.Person{Subject: "sub-dev-pw", Email: developerEmail, EmailVerified: true}
+		withPassword := e.anonymous()
+		if res := e.ssoSignIn(withPassword, &p, "", nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("callback: %d", res.StatusCode)
+		}
+		d = withPassword.get("/account", nil).doc(t)
+		if d.Find(`[data-testid="password-form"]`).Length() != 1 || d.Find(`[data-testid="no-password"]`).Length() != 0 {
+			t.Fatal("an account with a password lost its password form")
 		}
 	})
 	t.Run("DisabledUserRefused", func(t *testing.T) {

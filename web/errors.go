@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/orgs"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
 	"github.com/sluicehq/sluice/internal/services"
@@ -58,6 +59,13 @@ var errorKinds = []errorKind{
 	{users.ErrConflict, http.StatusConflict, "Someone else changed this user first. Reload and try again."},
 	{enforce.ErrStoreUnavailable, http.StatusServiceUnavailable, "The rate-limit store is unreachable. Try again shortly."},
 	{playground.ErrBusy, http.StatusServiceUnavailable, "Too many playground replays are running. Try again shortly."},
+	{orgs.ErrNotMember, http.StatusNotFound, "There is no such organisation, or you are not a member of it."},
+	{orgs.ErrNotFound, http.StatusNotFound, "There is no such organisation."},
+	{orgs.ErrForbidden, http.StatusForbidden, "Your role in this organisation does not allow this. Ask an owner."},
+	{orgs.ErrAccountHolder, http.StatusConflict, "The organisation's account holder stays its owner: they cannot leave, be removed or lose the owner role."},
+	{orgs.ErrInvitationInvalid, http.StatusNotFound, "This invitation is unknown, used or expired. Ask for a new one."},
+	{orgs.ErrWrongInvitee, http.StatusForbidden, "This invitation was sent to another email address. Sign in with the account of that address."},
+	{orgs.ErrNotDeveloper, http.StatusForbidden, "Only developer accounts join organisations."},
 }
 
 // errorStatus returns the status and user message for err, and whether err
@@ -138,8 +146,11 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, c te
 // which section is current, and a banner per failing dependency.
 func (s *Server) page(r *http.Request, title, section string) views.Page {
 	p := views.Page{Title: title, Section: section, AssetPrefix: staticPrefix}
-	if u, ok := s.currentUser(r); ok {
+	if u, ok := s.person(r); ok {
 		p.Viewer = &views.Viewer{ID: u.ID, Email: u.Email, Role: u.Role}
+		if m, ok := s.membership(r); ok && m.AccountUserID != u.ID {
+			p.Viewer.Org = m.Name
+		}
 	}
 	for _, name := range s.failingDependencies(r.Context(), false) {
 		p.Banners = append(p.Banners, views.Banner{

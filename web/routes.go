@@ -92,7 +92,7 @@ func (s *Server) securityHeaders(next http.Handler) http.Handler {
 		if s.secureRequest(r) {
 			h.Set("Strict-Transport-Security", hsts)
 		}
-		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("Content-Security-Policy", s.csp)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")

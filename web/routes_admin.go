@@ -65,6 +65,9 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/developers/{id}/plan", op(s.developerSetPlan))
 	mux.Handle("POST /admin/developers/{id}/disable", op(s.developerDisable))
 	mux.Handle("POST /admin/developers/{id}/enable", op(s.developerEnable))
+	mux.Handle("GET /admin/orgs", op(s.adminOrgs))
+	mux.Handle("GET /admin/orgs/{id}", op(s.adminOrg))
+	mux.Handle("POST /admin/orgs/{id}/plan", op(s.adminOrgSetPlan))
 
 	mux.Handle("GET /admin/tokens", op(s.tokensList))
 	mux.Handle("POST /admin/tokens", op(s.tokenCreate))

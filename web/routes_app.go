@@ -18,7 +18,10 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /signup", s.signUpForm)
 	mux.HandleFunc("POST /signup", s.signUp)
 
-	dev := func(h http.HandlerFunc) http.Handler { return s.requireRole("developer", h) }
+	// Every page of the portal works in the developer's current
+	// organisation (org_context.go); a read-only member changes nothing.
+	dev := func(h http.HandlerFunc) http.Handler { return s.requireRole("developer", s.inOrg(h, false)) }
+	anyMember := func(h http.HandlerFunc) http.Handler { return s.requireRole("developer", s.inOrg(h, true)) }
 	mux.Handle("GET /app", dev(s.myUsage))
 	mux.Handle("GET /app/stream", dev(s.myUsageStream))
 	mux.Handle("GET /app/history", dev(s.myHistory))
@@ -44,4 +47,16 @@ func (s *Server) appRoutes(mux *http.ServeMux) {
 	// ux2: the developer's plan and upgrade requests.
 	mux.Handle("GET /app/plan", dev(s.myPlan))
 	mux.Handle("POST /app/plan", dev(s.requestUpgrade))
+
+	// Organisations: members, invitations, switching (app_org.go).
+	mux.Handle("GET /app/org", dev(s.myOrg))
+	mux.Handle("POST /app/org/name", dev(s.renameOrg))
+	mux.Handle("POST /app/org/switch", anyMember(s.switchOrg))
+	mux.Handle("POST /app/org/leave", anyMember(s.leaveOrg))
+	mux.Handle("POST /app/org/invitations", dev(s.inviteToOrg))
+	mux.Handle("POST /app/org/invitations/{id}/revoke", dev(s.revokeOrgInvitation))
+	mux.Handle("POST /app/org/members/{id}/remove", dev(s.removeOrgMember))
+	mux.Handle("POST /app/org/members/{id}/role", dev(s.setOrgMemberRole))
+	mux.HandleFunc("GET /invitations/{token}", s.invitation)
+	mux.Handle("POST /invitations/{token}/accept", s.requireRole("developer", http.HandlerFunc(s.acceptInvitation)))
 }

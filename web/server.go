@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
+	"github.com/sluicehq/sluice/internal/orgs"
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
@@ -184,6 +185,11 @@ type Server struct {
 	// ssoAccounts and ssoSealer serve sign-in with SSO (Deps.SSO).
 	ssoAccounts *sso.Accounts
 	ssoSealer   seal.Box
+	// orgs are the organisations developers act in (Deps.Pool).
+	orgs *orgs.Repo
+	// csp is contentSecurityPolicy, with the provider's origin among the
+	// form targets when SSO is on (ssoFormAction).
+	csp string
 	// resets makes and redeems one-time password reset links; selfResets
 	// makes the shorter-lived ones a developer asks for by email.
 	resets, selfResets *resets.Store
@@ -230,9 +236,14 @@ func New(deps Deps) *Server {
 		s.tokens = optokens.NewStore(deps.Pool, "")
 		s.resets = resets.NewStore(deps.Pool, 0, s.now)
 		s.ssoAccounts = sso.NewAccounts(deps.Pool)
+		s.orgs = orgs.NewRepo(deps.Pool, s.now)
 		s.selfResets = resets.NewStore(deps.Pool, selfResetTTL, s.now)
 	}
 	s.ssoSealer = newSSOSealer(deps.SessionSecret)
+	s.csp = contentSecurityPolicy
+	if deps.SSO != nil {
+		s.csp = ssoFormAction(contentSecurityPolicy, deps.SSO.Issuer())
+	}
 	policy := deps.SignIn
 	if policy == (signin.Policy{}) {
 		policy = signin.DefaultPolicy()

@@ -32,6 +32,9 @@ const (
 	keyUserID   = "uid"
 	keyRole     = "role"
 	keyIssuedAt = "iat"
+	// keySSOIDToken is the ID token of a session begun with SSO, the hint
+	// its sign-out gives the provider (signOut).
+	keySSOIDToken = "sso_idt"
 )
 
 // newSessionStore keeps sessions in Postgres (package pgsession), so that
@@ -94,6 +97,12 @@ func (s *Server) session(r *http.Request) (*sessions.Session, error) {
 // identifier the browser had is ended first, so a session fixed before
 // sign-in is worthless.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u users.User) error {
+	return s.startSessionWith(w, r, u, "")
+}
+
+// startSessionWith is startSession for a sign-in with SSO whose ID token
+// (idToken, "" for none) the session keeps for its sign-out.
+func (s *Server) startSessionWith(w http.ResponseWriter, r *http.Request, u users.User, idToken string) error {
 	sess, err := s.session(r)
 	if err != nil {
 		return err
@@ -105,6 +114,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u users.Us
 		keyUserID:   u.ID,
 		keyRole:     u.Role,
 		keyIssuedAt: s.now().Unix(),
+	}
+	if idToken != "" {
+		sess.Values[keySSOIDToken] = idToken
 	}
 	sess.Options = s.cookieOptions(r, int(sessionMaxAge/time.Second))
 	if err := sess.Save(r, w); err != nil {
@@ -226,9 +238,10 @@ func (s *Server) currentUser(r *http.Request) (users.User, bool) {
 	return st.user, st.ok
 }
 
-// actor names the signed-in user in the audit log.
+// actor names the signed-in person in the audit log (under /app, the
+// member acting, not the organisation's account).
 func (s *Server) actor(r *http.Request) string {
-	u, _ := s.currentUser(r)
+	u, _ := s.person(r)
 	return fmt.Sprintf("user:%d", u.ID)
 }
 

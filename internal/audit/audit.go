@@ -23,6 +23,8 @@ const (
 	ObjectToken = "token"
 	// ObjectService is a service and its routes (migration 000004).
 	ObjectService = "service"
+	// ObjectOrg is an organisation (package orgs): members and invitations.
+	ObjectOrg = "organisation"
 )
 
 // Entry is one recorded change.

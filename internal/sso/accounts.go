@@ -52,8 +52,14 @@ type SignInResult struct {
 const (
 	selectIdentity = `SELECT user_id FROM sso_identities WHERE issuer = $1 AND subject = $2 FOR UPDATE`
 	touchIdentity  = `UPDATE sso_identities SET email = $3, last_signed_in = now() WHERE issuer = $1 AND subject = $2`
-	insertIdentity = `INSERT INTO sso_identities (issuer, subject, user_id, email) VALUES ($1, $2, $3, $4)`
-	insertSSOUser  = `INSERT INTO users (email, password_hash, role, plan_id) VALUES ($1, $2, $3, $4) RETURNING id`
+	// Two first sign-ins of one person can run at once (two tabs, a double
+	// click): the unique email and the identity's primary key decide which
+	// one makes the account and the link, and the other, which waited on
+	// the conflicting row, takes what the first made instead of failing.
+	insertIdentity = `INSERT INTO sso_identities (issuer, subject, user_id, email) VALUES ($1, $2, $3, $4)
+ON CONFLICT (issuer, subject) DO NOTHING`
+	insertSSOUser = `INSERT INTO users (email, password_hash, role, plan_id) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING RETURNING id`
 )
 
 // SignIn returns the account for id, who is to have role (from
@@ -87,43 +93,51 @@ func (a *Accounts) SignIn(ctx context.Context, id Identity, role string, default
 }
 
 func signIn(ctx context.Context, tx pgx.Tx, id Identity, role string, defaultPlan *int64) (SignInResult, error) {
-	repo := users.NewRepo(tx)
-	var userID int64
-	err := tx.QueryRow(ctx, selectIdentity, id.Issuer, id.Subject).Scan(&userID)
-	switch {
-	case err == nil:
-		if _, err := tx.Exec(ctx, touchIdentity, id.Issuer, id.Subject, clip(id.Email)); err != nil {
-			return SignInResult{}, fmt.Errorf("sso identity: %w", err)
-		}
-		u, err := repo.ByID(ctx, userID)
-		if err != nil {
-			return SignInResult{}, fmt.Errorf("sso identity: %w", err)
-		}
-		return SignInResult{User: u}, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return SignInResult{}, fmt.Errorf("sso identity: %w", err)
+	res, found, err := linkedAccount(ctx, tx, id)
+	if err != nil || found {
+		return res, err
 	}
 	// A new identity: an account is found or made only by an email the
 	// provider vouches for.
 	if !id.EmailVerified || id.Email == "" {
 		return SignInResult{}, ErrEmailUnverified
 	}
+	repo := users.NewRepo(tx)
 	u, err := repo.ByEmail(ctx, id.Email)
-	res := SignInResult{User: u, Linked: true}
-	switch {
-	case errors.Is(err, users.ErrNotFound):
-		if u, err = createAccount(ctx, tx, id.Email, role, defaultPlan); err != nil {
-			return SignInResult{}, err
+	res = SignInResult{User: u, Linked: true}
+	if errors.Is(err, users.ErrNotFound) {
+		made, created, cerr := createAccount(ctx, tx, id.Email, role, defaultPlan)
+		switch {
+		case cerr != nil:
+			return SignInResult{}, cerr
+		case created:
+			res, err = SignInResult{User: made, Created: true}, nil
+		default:
+			// Someone else made the account with this email since it was
+			// looked up: a concurrent first sign-in, or a sign-up.
+			u, err = repo.ByEmail(ctx, id.Email)
+			res = SignInResult{User: u, Linked: true}
 		}
-		res = SignInResult{User: u, Created: true}
+	}
+	switch {
 	case err != nil:
 		return SignInResult{}, fmt.Errorf("sso account: %w", err)
-	case u.DisabledAt != nil || (u.Role == users.RoleOperator) != (role == users.RoleOperator):
-		// Refused below; nothing is linked for a sign-in that fails.
+	case res.User.DisabledAt != nil || (res.User.Role == users.RoleOperator) != (role == users.RoleOperator):
+		// Refused by SignIn; nothing is linked for a sign-in that fails.
 		return res, nil
 	}
-	if _, err := tx.Exec(ctx, insertIdentity, id.Issuer, id.Subject, res.User.ID, clip(id.Email)); err != nil {
+	tag, err := tx.Exec(ctx, insertIdentity, id.Issuer, id.Subject, res.User.ID, clip(id.Email))
+	if err != nil {
 		return SignInResult{}, fmt.Errorf("link sso identity: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		// A concurrent sign-in of the same identity linked it first: this
+		// one signs in to what that one linked, and audits nothing.
+		res, found, err := linkedAccount(ctx, tx, id)
+		if err == nil && !found {
+			err = errors.New("sso identity vanished after a conflicting link")
+		}
+		return res, err
 	}
 	action := "user.sso_link"
 	if res.Created {
@@ -137,26 +151,54 @@ func signIn(ctx context.Context, tx pgx.Tx, id Identity, role string, defaultPla
 	return res, nil
 }
 
-func createAccount(ctx context.Context, tx pgx.Tx, email, role string, defaultPlan *int64) (users.User, error) {
+// linkedAccount returns the account id is linked to, recording this
+// sign-in on the link; found is false when the identity is new.
+func linkedAccount(ctx context.Context, tx pgx.Tx, id Identity) (res SignInResult, found bool, err error) {
+	var userID int64
+	err = tx.QueryRow(ctx, selectIdentity, id.Issuer, id.Subject).Scan(&userID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return SignInResult{}, false, nil
+	case err != nil:
+		return SignInResult{}, false, fmt.Errorf("sso identity: %w", err)
+	}
+	if _, err := tx.Exec(ctx, touchIdentity, id.Issuer, id.Subject, clip(id.Email)); err != nil {
+		return SignInResult{}, false, fmt.Errorf("sso identity: %w", err)
+	}
+	u, err := users.NewRepo(tx).ByID(ctx, userID)
+	if err != nil {
+		return SignInResult{}, false, fmt.Errorf("sso identity: %w", err)
+	}
+	return SignInResult{User: u}, true, nil
+}
+
+// createAccount makes the account for email; made is false when an
+// account with that email appeared since the caller looked (the unique
+// email refused the second).
+func createAccount(ctx context.Context, tx pgx.Tx, email, role string, defaultPlan *int64) (u users.User, made bool, err error) {
 	var plan *int64
 	if role == users.RoleDeveloper {
 		if defaultPlan == nil {
-			return users.User{}, ErrNoPlan
+			return users.User{}, false, ErrNoPlan
 		}
 		plan = defaultPlan
 	}
 	if fe := users.ValidateSignup(email, "unused: no password is set"); fe["email"] != "" {
-		return users.User{}, fmt.Errorf("%w: email %s", ErrEmailUnverified, fe["email"])
+		return users.User{}, false, fmt.Errorf("%w: email %s", ErrEmailUnverified, fe["email"])
 	}
 	var id int64
-	if err := tx.QueryRow(ctx, insertSSOUser, email, noPassword, role, plan).Scan(&id); err != nil {
-		return users.User{}, fmt.Errorf("create sso account: %w", err)
+	err = tx.QueryRow(ctx, insertSSOUser, email, noPassword, role, plan).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return users.User{}, false, nil
+	case err != nil:
+		return users.User{}, false, fmt.Errorf("create sso account: %w", err)
 	}
-	u, err := users.NewRepo(tx).ByID(ctx, id)
+	u, err = users.NewRepo(tx).ByID(ctx, id)
 	if err != nil {
-		return users.User{}, fmt.Errorf("create sso account: %w", err)
+		return users.User{}, false, fmt.Errorf("create sso account: %w", err)
 	}
-	return u, nil
+	return u, true, nil
 }
 
 // clip keeps an email within the column's bound (the link is by issuer and

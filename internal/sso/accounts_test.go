@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -156,3 +157,97 @@ func TestAccountsSignIn(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestAccountsSignInConcurrent: first sign-ins of one new person that run
+// at once (two tabs, a double click) all sign in to one account, made and
+// linked once.
+func TestAccountsSignInConcurrent(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	accounts := sso.NewAccounts(pool)
+	var plan int64
+	if err := pool.QueryRow(ctx, `INSERT INTO plans (slug, name, is_default) VALUES ('free', 'Free', true) RETURNING id`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ParallelSignInsShareOneAccount", func(t *testing.T) {
+		const rounds, parallel = 5, 8
+		for round := range rounds {
+			id := identity("par-"+strconv.Itoa(round), "par"+strconv.Itoa(round)+"@example.org")
+			ids := make([]int64, parallel)
+			errs := make([]error, parallel)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range parallel {
+				wg.Go(func() {
+					<-start
+					res, err := accounts.SignIn(ctx, id, users.RoleDeveloper, &plan)
+					ids[i], errs[i] = res.User.ID, err
+				})
+			}
+			close(start)
+			wg.Wait()
+			for i := range parallel {
+				if errs[i] != nil || ids[i] != ids[0] || ids[i] == 0 {
+					t.Fatalf("round %d: sign-in %d = user %d, %v (first: user %d)", round, i, ids[i], errs[i], ids[0])
+				}
+			}
+			var accountsMade, created int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE lower(email) = lower($1)`, id.Email).Scan(&accountsMade); err != nil {
+				t.Fatal(err)
+			}
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'user.sso_create' AND object_id = $1`, itoa(ids[0])).Scan(&created); err != nil {
+				t.Fatal(err)
+			}
+			if accountsMade != 1 || created != 1 || links(t, pool, ids[0]) != 1 {
+				t.Fatalf("round %d: %d accounts, %d sso_create entries, %d links", round, accountsMade, created, links(t, pool, ids[0]))
+			}
+		}
+	})
+	t.Run("WaitsForTheFirstAndTakesItsAccount", func(t *testing.T) {
+		// The first sign-in is held inside its transaction after making
+		// the account, so the second meets the unique email for certain.
+		id := identity("held", "held@example.org")
+		first, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Rollback(ctx)
+		var userID int64
+		if err := first.QueryRow(ctx, `INSERT INTO users (email, password_hash, role, plan_id) VALUES ($1, '!sso', 'developer', $2) RETURNING id`, id.Email, plan).Scan(&userID); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			res sso.SignInResult
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			res, err := accounts.SignIn(ctx, id, users.RoleDeveloper, &plan)
+			done <- result{res, err}
+		}()
+		// Until the second sign-in waits on the first's row lock.
+		for waiting := false; !waiting; {
+			if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO users%')`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case r := <-done:
+				t.Fatalf("the second sign-in finished before the first committed: %+v, %v", r.res, r.err)
+			default:
+			}
+		}
+		if _, err := first.Exec(ctx, `INSERT INTO sso_identities (issuer, subject, user_id, email) VALUES ($1, $2, $3, $4)`, id.Issuer, id.Subject, userID, id.Email); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if r.err != nil || r.res.User.ID != userID || r.res.Created {
+			t.Fatalf("second sign-in = %+v, %v; want user %d, not created", r.res, r.err, userID)
+		}
+		if links(t, pool, userID) != 1 {
+			t.Fatalf("%d links", links(t, pool, userID))
+		}
+	})
+}

@@ -196,6 +196,10 @@ type Identity struct {
 	Name            string
 	// Groups are the values of the groups claim (Policy.GroupsClaim).
 	Groups []string
+	// IDToken is the verified ID token as the provider signed it, kept
+	// with the session to name it to the provider at sign-out (LogoutURL).
+	// It is never shown or logged.
+	IDToken string `json:"-"`
 }
 
 // Complete checks the callback against the flow this browser carried,
@@ -237,7 +241,52 @@ func (c *Client) Complete(ctx context.Context, f Flow, cb Callback, groupsClaim 
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(f.Nonce)) != 1 {
 		return Identity{}, fmt.Errorf("%w: nonce does not match", ErrBadToken)
 	}
-	return identityFrom(idt, groupsClaim)
+	id, err := identityFrom(idt, groupsClaim)
+	id.IDToken = raw
+	return id, err
+}
+
+// SignedOutPath is where the provider sends the browser back after a
+// sign-out it ended (LogoutURL): the sign-in page, on the callback's
+// origin. The provider must list it among the client's post-logout
+// redirect URIs.
+const SignedOutPath = "/signin"
+
+// LogoutURL returns where to send a browser signing out, so that the
+// provider ends its own session too (OpenID Connect RP-Initiated Logout):
+// the provider's end_session_endpoint with the session's ID token as a
+// hint, the client id, and the sign-in page to come back to. It is "" when
+// the provider publishes no end_session_endpoint; an error when the
+// provider cannot be reached (discovery) or publishes a URL that is not
+// http(s).
+func (c *Client) LogoutURL(ctx context.Context, idTokenHint string) (string, error) {
+	p, err := c.discover(ctx)
+	if err != nil {
+		return "", err
+	}
+	var meta struct {
+		EndSession string `json:"end_session_endpoint"`
+	}
+	if err := p.Claims(&meta); err != nil || meta.EndSession == "" {
+		return "", nil
+	}
+	u, err := url.Parse(meta.EndSession)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", fmt.Errorf("%w: end_session_endpoint is not an http(s) URL", ErrUnavailable)
+	}
+	back, err := url.Parse(c.cfg.RedirectURL)
+	if err != nil {
+		return "", fmt.Errorf("redirect URL: %w", err)
+	}
+	back = &url.URL{Scheme: back.Scheme, Host: back.Host, Path: SignedOutPath}
+	q := u.Query()
+	if idTokenHint != "" {
+		q.Set("id_token_hint", idTokenHint)
+	}
+	q.Set("client_id", c.cfg.ClientID)
+	q.Set("post_logout_redirect_uri", back.String())
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 // identityFrom reads the claims Sluice uses.

@@ -246,3 +246,56 @@ func TestFailedDiscoveryRemembered(t *testing.T) {
 		t.Fatalf("the provider was asked %d times, want once", n)
 	}
 }
+
+// TestLogoutURL: sign-out goes to the provider's end_session_endpoint when
+// its discovery document has one, stays here when it has none, and refuses
+// one that is not an http(s) URL.
+func TestLogoutURL(t *testing.T) {
+	ctx := context.Background()
+	t.Run("ZitadelPublishesOne", func(t *testing.T) {
+		p := ssotest.Start(t, redirectURL)
+		got, err := newClient(t, p).LogoutURL(ctx, "the-id-token")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(got)
+		q := u.Query()
+		if !strings.HasPrefix(got, p.URL+"/end_session?") || q.Get("id_token_hint") != "the-id-token" ||
+			q.Get("client_id") != ssotest.ClientID || q.Get("post_logout_redirect_uri") != "http://127.0.0.1:1/signin" {
+			t.Fatalf("logout URL = %q", got)
+		}
+	})
+	// A discovery document served by the test: what matters here is only
+	// which end_session_endpoint it names.
+	discovery := func(t *testing.T, endSession string) *sso.Client {
+		var srv *httptest.Server
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			doc := `{"issuer":"` + srv.URL + `","authorization_endpoint":"` + srv.URL + `/auth","token_endpoint":"` + srv.URL + `/token","jwks_uri":"` + srv.URL + `/keys"`
+			if endSession != "" {
+				doc += `,"end_session_endpoint":"` + strings.ReplaceAll(endSession, "ISSUER", srv.URL) + `"`
+			}
+			_, _ = w.Write([]byte(doc + "}"))
+		}))
+		t.Cleanup(srv.Close)
+		hc := egress.NewDialer(egress.Options{Rules: egress.Rules{Policy: egress.Internal}}).Client(egress.ClientOptions{})
+		return sso.New(sso.Config{Issuer: srv.URL, ClientID: "c", ClientSecret: "s", RedirectURL: redirectURL}, hc)
+	}
+	t.Run("NoneStaysHere", func(t *testing.T) {
+		if got, err := discovery(t, "").LogoutURL(ctx, "tok"); got != "" || err != nil {
+			t.Fatalf("LogoutURL = %q, %v; want none", got, err)
+		}
+	})
+	t.Run("NotHTTPRefused", func(t *testing.T) {
+		if got, err := discovery(t, "javascript:alert(1)").LogoutURL(ctx, "tok"); got != "" || !errors.Is(err, sso.ErrUnavailable) {
+			t.Fatalf("LogoutURL = %q, %v; want ErrUnavailable", got, err)
+		}
+	})
+	t.Run("KeepsItsOwnQuery", func(t *testing.T) {
+		got, err := discovery(t, "ISSUER/logout?tenant=a").LogoutURL(ctx, "")
+		u, _ := url.Parse(got)
+		if err != nil || u.Query().Get("tenant") != "a" || u.Query().Has("id_token_hint") || u.Query().Get("client_id") != "c" {
+			t.Fatalf("LogoutURL = %q, %v", got, err)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package users
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -116,4 +117,17 @@ func GeneratePassword() (string, error) {
 		b.WriteByte(generatedAlphabet[int(buf[0])%len(generatedAlphabet)])
 	}
 	return b.String(), nil
+}
+
+const selectHasPassword = `SELECT password_hash LIKE '$argon2id$%' FROM users WHERE id = $1`
+
+// HasPassword reports whether user id has a password to sign in with; an
+// account made by SSO has none until a reset gives it one, so it has
+// nothing to change.
+func (r *Repo) HasPassword(ctx context.Context, id int64) (bool, error) {
+	var has bool
+	if err := r.db.QueryRow(ctx, selectHasPassword, id).Scan(&has); err != nil {
+		return false, fmt.Errorf("user %d has a password: %w", id, mapError(err))
+	}
+	return has, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/metering"
 	"github.com/sluicehq/sluice/internal/optokens"
+	"github.com/sluicehq/sluice/internal/orgs"
 	"github.com/sluicehq/sluice/internal/planfile"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
@@ -240,7 +241,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		})
 	case errors.Is(err, plans.ErrNotFound), errors.Is(err, apikeys.ErrNotFound),
 		errors.Is(err, users.ErrNotFound), errors.Is(err, optokens.ErrNotFound), errors.Is(err, services.ErrNotFound),
-		errors.Is(err, billing.ErrNotFound):
+		errors.Is(err, billing.ErrNotFound), errors.Is(err, orgs.ErrNotFound):
 		writeProblem(w, r, Problem{
 			Type: typeNotFound, Title: "Not found", Status: http.StatusNotFound,
 			Detail: notFoundDetail(err),
@@ -314,6 +315,8 @@ func notFoundDetail(err error) string {
 		return "No developer has this id."
 	case errors.Is(err, services.ErrNotFound):
 		return "No service has this slug (or no live token of it has this id)."
+	case errors.Is(err, orgs.ErrNotFound):
+		return "No organisation has this id."
 	default:
 		return "No operator token has this id."
 	}

@@ -62,6 +62,9 @@ func (a *api) routes() []route {
 		{"POST", p + "/developers/{id}/quota-grants", "grantQuota", a.grantQuota, false},
 		{"POST", p + "/developers/{id}/quota-resets", "resetQuota", a.resetQuota, false},
 
+		{"GET", p + "/organisations", "listOrganisations", a.listOrganisations, false},
+		{"GET", p + "/organisations/{id}", "getOrganisation", a.getOrganisation, false},
+
 		{"GET", p + "/audit", "listAudit", a.listAudit, false},
 
 		{"GET", p + "/usage-records", "listUsageRecords", a.listUsageRecords, false},

@@ -4,6 +4,9 @@
 // package's own. Its login page signs in whichever person the test chose
 // with SignInAs, so a test drives a whole sign-in with a cookie jar.
 //
+// Its end_session_endpoint ends a session (recorded, see Ended) and sends
+// the browser back to the sign-in page of a redirect URI's origin.
+//
 // Only tests import it; the portal never links it.
 package ssotest
 
@@ -110,6 +113,20 @@ func (p *Provider) AllowRedirect(uri string) {
 	p.st.redirect = append(p.st.redirect, uri)
 }
 
+// EndedSession is a sign-out the provider's end_session_endpoint ran:
+// whose (the ID token hint's subject, "" without a hint) and for which
+// client.
+type EndedSession struct {
+	Subject, ClientID string
+}
+
+// Ended are the sessions ended at the end_session_endpoint so far.
+func (p *Provider) Ended() []EndedSession {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	return slices.Clone(p.st.ended)
+}
+
 // Secrets are the codes and access token ids the provider issued so far,
 // for tests that check they appear in no log.
 func (p *Provider) Secrets() []string {
@@ -162,6 +179,7 @@ type storage struct {
 	requests map[string]*authRequest
 	codes    map[string]string // code -> request id
 	issued   []string
+	ended    []EndedSession
 }
 
 var errNotFound = errors.New("ssotest: not found")
@@ -259,7 +277,13 @@ func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.Refres
 	return nil, op.ErrInvalidRefreshToken
 }
 
-func (s *storage) TerminateSession(context.Context, string, string) error { return nil }
+// TerminateSession records a sign-out at the end_session_endpoint.
+func (s *storage) TerminateSession(_ context.Context, subject, clientID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = append(s.ended, EndedSession{Subject: subject, ClientID: clientID})
+	return nil
+}
 
 func (s *storage) RevokeToken(context.Context, string, string, string) *oidc.Error { return nil }
 
@@ -301,7 +325,7 @@ func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return client{redirect: slices.Clone(s.redirect)}, nil
+	return client{redirect: slices.Clone(s.redirect), postLogout: postLogoutURIs(s.redirect)}, nil
 }
 
 func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
@@ -353,13 +377,26 @@ func (s *storage) ValidateJWTProfileScopes(_ context.Context, _ string, scopes [
 
 func (s *storage) Health(context.Context) error { return nil }
 
+// postLogoutURIs are where the end_session_endpoint may send a browser
+// back: the sign-in page (sso.SignedOutPath) on each redirect URI's
+// origin, as an operator registers the portal.
+func postLogoutURIs(redirect []string) []string {
+	var out []string
+	for _, r := range redirect {
+		if u, err := url.Parse(r); err == nil {
+			out = append(out, u.Scheme+"://"+u.Host+"/signin")
+		}
+	}
+	return out
+}
+
 // client is the portal as the provider knows it: a confidential web
 // client using the code flow.
-type client struct{ redirect []string }
+type client struct{ redirect, postLogout []string }
 
 func (c client) GetID() string                       { return ClientID }
 func (c client) RedirectURIs() []string              { return c.redirect }
-func (c client) PostLogoutRedirectURIs() []string    { return nil }
+func (c client) PostLogoutRedirectURIs() []string    { return c.postLogout }
 func (c client) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
 func (c client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodBasic }
 func (c client) ResponseTypes() []oidc.ResponseType {
