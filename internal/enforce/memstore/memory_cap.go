@@ -15,9 +15,10 @@ import (
 // The bound on subjects that Options.MaxSubjects of 0 chooses follows the
 // memory the process may use (see MaxSubjectsFor), so that a large host
 // holds its active callers instead of evicting them: a bound below the
-// active subjects turns every decision into an eviction scan (100,000
-// subjects round robin under the old fixed 50,000: 2.2 µs and 0.6
-// allocations a decision, 3.8x x/time/rate; see docs/benchmarks.md).
+// active subjects turns decisions into eviction scans (100,000 subjects
+// round robin under the old fixed 50,000: 3 to 8 times the time of the same
+// store holding them all, 4.3x x/time/rate's, about 200 B allocated a
+// decision; BenchmarkMemoryActiveSubjectsInterleaved, docs/benchmarks.md).
 const (
 	// MinMaxSubjects is the fewest subjects the derived bound holds,
 	// whatever the memory: the fixed default before the bound followed
