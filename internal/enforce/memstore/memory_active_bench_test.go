@@ -24,7 +24,7 @@ import (
 // without a lock. The key=value names let benchstat put the sizes side by
 // side:
 //
-//	go test -run '^$' -bench MemoryActiveSubjects -count 6 ./internal/enforce/memstore/ > active.txt
+//	go test -run '^$' -bench 'MemoryActiveSubjects$' -count 6 ./internal/enforce/memstore/ > active.txt
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /subjects active.txt
 //
 // Figures are in docs/benchmarks.md ("Active subjects at scale").
@@ -58,6 +58,10 @@ func BenchmarkMemoryActiveSubjects(b *testing.B) {
 						i++
 					}
 				})
+				b.StopTimer()
+				if n := store.Len(); st.most == 0 && n != len(subjects) {
+					b.Fatalf("the store with the bound by memory holds %d subjects, want all %d: it evicted", n, len(subjects))
+				}
 			})
 		}
 		b.Run("impl=xrate/subjects="+n.name, func(b *testing.B) {
