@@ -16,9 +16,10 @@ import (
 // memory the process may use (see MaxSubjectsFor), so that a large host
 // holds its active callers instead of evicting them: a bound below the
 // active subjects turns decisions into eviction scans (100,000 subjects
-// round robin under the old fixed 50,000: 3 to 8 times the time of the same
-// store holding them all, 4.3x x/time/rate's, about 200 B allocated a
-// decision; BenchmarkMemoryActiveSubjectsInterleaved, docs/benchmarks.md).
+// round robin under the old fixed 50,000: 3 to 6 times the time of the same
+// store holding them all and 4 to 8 times x/time/rate's, medians of three
+// sets of runs, and about 200 B allocated a decision;
+// BenchmarkMemoryActiveSubjectsInterleaved, docs/benchmarks.md).
 const (
 	// MinMaxSubjects is the fewest subjects the derived bound holds,
 	// whatever the memory: the fixed default before the bound followed
