@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,6 @@ import (
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
-	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/history"
 	smtpmail "github.com/sluicehq/sluice/internal/mail"
 	"github.com/sluicehq/sluice/internal/region"
@@ -145,7 +145,7 @@ type Config struct {
 	// (PORTAL_KEYS_PER_DEVELOPER).
 	KeysPerDeveloper int
 	// MemoryMaxSubjects bounds the subjects the memory store holds
-	// (PORTAL_MEMORY_MAX_SUBJECTS).
+	// (PORTAL_MEMORY_MAX_SUBJECTS, config_memory.go); 0 chooses by memory.
 	MemoryMaxSubjects int
 	// StreamsPerUser and StreamsMax cap the live dashboard streams
 	// (PORTAL_STREAMS_PER_USER, PORTAL_STREAMS_MAX).
@@ -381,8 +381,6 @@ func settings(getenv func(string) string) []setting {
 			set: intSetting(1, 128, func(c *Config) *int { return &c.AnonPrefixes.IPv6 })},
 		{env: "PORTAL_KEYS_PER_DEVELOPER", flag: "keys-per-developer", def: "20", accepts: "a whole number from 1 to 10000: the most active keys one developer may hold",
 			set: intSetting(1, 10000, func(c *Config) *int { return &c.KeysPerDeveloper })},
-		{env: "PORTAL_MEMORY_MAX_SUBJECTS", flag: "memory-max-subjects", def: strconv.Itoa(memstore.DefaultMaxSubjects), accepts: "a whole number from 1000 to 100000000: the most subjects the in-memory counters hold",
-			set: intSetting(1000, 100_000_000, func(c *Config) *int { return &c.MemoryMaxSubjects })},
 		{env: "PORTAL_STREAMS_PER_USER", flag: "streams-per-user", def: "3", accepts: "a whole number from 1 to 100: live dashboard streams one user may hold open",
 			set: intSetting(1, 100, func(c *Config) *int { return &c.StreamsPerUser })},
 		{env: "PORTAL_STREAMS_MAX", flag: "streams-max", def: "256", accepts: "a whole number from 1 to 100000: live dashboard streams open at once on this instance",
@@ -604,7 +602,7 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.SignIn.AccountMaxDelay, v, time.Second, time.Hour)
 			}},
-	}, append(usageSettings(), append(ssoSettings(), tracingSettings(getenv)...)...)...)
+	}, slices.Concat(usageSettings(), ssoSettings(), tracingSettings(getenv), memorySettings())...)
 }
 
 // setCount stores a whole number from 1 to 100000.

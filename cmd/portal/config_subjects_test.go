@@ -14,8 +14,8 @@ func TestLoadConfigSubjectSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.AnonPrefixes.IPv4 != 32 || cfg.AnonPrefixes.IPv6 != 64 || cfg.KeysPerDeveloper != 20 || cfg.MemoryMaxSubjects != 50_000 {
-			t.Fatalf("defaults: prefixes %+v, keys %d, subjects %d; want 32, 64, 20 and 50000", cfg.AnonPrefixes, cfg.KeysPerDeveloper, cfg.MemoryMaxSubjects)
+		if cfg.AnonPrefixes.IPv4 != 32 || cfg.AnonPrefixes.IPv6 != 64 || cfg.KeysPerDeveloper != 20 || cfg.MemoryMaxSubjects != 0 {
+			t.Fatalf("defaults: prefixes %+v, keys %d, subjects %d; want 32, 64, 20 and 0 (by memory)", cfg.AnonPrefixes, cfg.KeysPerDeveloper, cfg.MemoryMaxSubjects)
 		}
 	})
 	t.Run("Values", func(t *testing.T) {
@@ -29,6 +29,20 @@ func TestLoadConfigSubjectSettings(t *testing.T) {
 			t.Fatalf("got prefixes %+v, keys %d; want 24, 56 and the flag's 5", cfg.AnonPrefixes, cfg.KeysPerDeveloper)
 		}
 	})
+	for _, tt := range []struct {
+		value string
+		want  int
+	}{{"auto", 0}, {"0", 0}, {"1000", 1000}, {"200000", 200_000}, {"100000000", 100_000_000}} {
+		t.Run("MemoryMaxSubjects="+tt.value, func(t *testing.T) {
+			cfg, _, err := LoadConfig(nil, envOf(map[string]string{"PORTAL_MEMORY_MAX_SUBJECTS": tt.value}), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.MemoryMaxSubjects != tt.want {
+				t.Fatalf("MemoryMaxSubjects = %d, want %d", cfg.MemoryMaxSubjects, tt.want)
+			}
+		})
+	}
 	for _, tt := range []struct{ env, value string }{
 		{"PORTAL_ANON_IPV4_PREFIX", "33"},
 		{"PORTAL_ANON_IPV4_PREFIX", "0"},
@@ -36,6 +50,9 @@ func TestLoadConfigSubjectSettings(t *testing.T) {
 		{"PORTAL_ANON_IPV6_PREFIX", "sixty-four"},
 		{"PORTAL_KEYS_PER_DEVELOPER", "0"},
 		{"PORTAL_MEMORY_MAX_SUBJECTS", "999"},
+		{"PORTAL_MEMORY_MAX_SUBJECTS", "100000001"},
+		{"PORTAL_MEMORY_MAX_SUBJECTS", "Auto"},
+		{"PORTAL_MEMORY_MAX_SUBJECTS", "-1"},
 	} {
 		t.Run("Rejects"+tt.env+"="+tt.value, func(t *testing.T) {
 			_, _, err := LoadConfig(nil, envOf(map[string]string{tt.env: tt.value}), io.Discard)

@@ -285,6 +285,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Write
 	} else {
 		logger.Info("rate-limit counters: in-memory store (single instance; set REDIS_URL to share counters between instances)")
 	}
+	cfg.MemoryMaxSubjects = memoryMaxSubjects(cfg.MemoryMaxSubjects, logger)
 
 	st, err := openStore(ctx, cfg, logger)
 	if err != nil {

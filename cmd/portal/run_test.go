@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/db"
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -264,13 +265,24 @@ func TestRunEmbedded(t *testing.T) {
 	if !strings.Contains(first.out.String(), "in-memory store") {
 		t.Errorf("logs do not say counters are in memory:\n%s", first.out)
 	}
+	// PORTAL_MEMORY_MAX_SUBJECTS unset: the bound follows memory, and the
+	// log says which it chose and from what.
+	auto := memstore.ProcessMemory()
+	if want := fmt.Sprintf("subject bound chosen by memory (PORTAL_MEMORY_MAX_SUBJECTS=auto)\" max_subjects=%d memory_bytes=%d memory_source=%q",
+		memstore.MaxSubjectsFor(auto.Bytes), auto.Bytes, auto.Source); !strings.Contains(first.out.String(), want) {
+		t.Errorf("logs do not give the subject bound chosen by memory (%s):\n%s", want, first.out)
+	}
 	if err := first.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
+	env["PORTAL_MEMORY_MAX_SUBJECTS"] = "200000"
 	second := startPortal(t, env)
 	if status, _ := get(t, second.url+"/readyz"); status != 200 {
 		t.Errorf("second start readyz = %d", status)
+	}
+	if want := "subject bound from PORTAL_MEMORY_MAX_SUBJECTS\" max_subjects=200000"; !strings.Contains(second.out.String(), want) {
+		t.Errorf("logs do not give the subject bound set (%s):\n%s", want, second.out)
 	}
 	if out := second.out.String(); strings.Contains(out, "creating embedded postgres") || strings.Contains(out, "password:") {
 		t.Errorf("second start did not reuse the data:\n%s", out)

@@ -35,9 +35,10 @@ type Options struct {
 	SweepInterval time.Duration
 	// DisableUsage turns off the usage series read by Usage.
 	DisableUsage bool
-	// MaxSubjects bounds the subjects held at once (default
-	// DefaultMaxSubjects, rounded up to a multiple of Shards), so a flood of
-	// new callers costs bounded memory.
+	// MaxSubjects bounds the subjects held at once (rounded up to a
+	// multiple of Shards), so a flood of new callers costs bounded memory.
+	// 0 follows the memory the process may use:
+	// MaxSubjectsFor(ProcessMemory().Bytes), at least MinMaxSubjects.
 	// A new subject beyond it evicts others, in this order: subjects whose
 	// limits no longer hold any state (only their usage series is lost),
 	// then the least recently seen of those under every limit (they start
@@ -51,13 +52,6 @@ type Options struct {
 	// sluice_memory_evictions_total{reason}.
 	Registerer prometheus.Registerer
 }
-
-// DefaultMaxSubjects is MemoryOptions.MaxSubjects's default: some 17 MB
-// of state and usage series for the demo's anonymous tiers
-// (BenchmarkMemoryStoreFlood: 17 MB after 100,000 new subjects, 24 MB
-// before the subject state shrank to 128 bytes, and 44 MB and growing with
-// the subjects before the bound).
-const DefaultMaxSubjects = 50_000
 
 // MemoryStore is the single-instance Store: every algorithm's state in
 // process memory, one lock per subject, found through an index that
@@ -435,7 +429,7 @@ func New(opts Options) *Store {
 	}
 	most := opts.MaxSubjects
 	if most <= 0 {
-		most = DefaultMaxSubjects
+		most = MaxSubjectsFor(ProcessMemory().Bytes)
 	}
 	s.shardMax = int64((most + len(s.shards) - 1) / len(s.shards))
 	s.shardShift = uint(64 - bits.TrailingZeros(uint(len(s.shards))))

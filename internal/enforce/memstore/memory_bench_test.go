@@ -427,6 +427,12 @@ func BenchmarkMemoryBytesPerSubject(b *testing.B) {
 	}{
 		{"OneLimit", []enforce.Limit{benchLimit}},
 		{"TwoLimits", []enforce.Limit{benchLimit, {Name: "fw", Algorithm: enforce.FixedWindow, Limit: 1e12, Window: time.Minute, Route: "GET /x"}}},
+		// The demo's anonymous tiers, as TestMemoryStoreFloodStaysBounded
+		// sends them: a fixed window and a sliding log holding one entry.
+		{"AnonymousTiers", []enforce.Limit{
+			{Name: "anonymous-global", Algorithm: enforce.FixedWindow, Limit: 60, Window: time.Minute},
+			{Name: "anonymous-search", Algorithm: enforce.SlidingWindowLog, Limit: 10, Window: time.Minute},
+		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var perSubject float64

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -124,8 +125,17 @@ func TestMemoryStoreSubjectBound(t *testing.T) {
 
 	t.Run("DefaultBound", func(t *testing.T) {
 		s := New(Options{})
-		if got := s.shardMax * int64(len(s.shards)); got < DefaultMaxSubjects || got > DefaultMaxSubjects+int64(len(s.shards)) {
-			t.Fatalf("default bound = %d, want DefaultMaxSubjects rounded up to the shards", got)
+		want := int64(MaxSubjectsFor(ProcessMemory().Bytes))
+		if got := s.shardMax * int64(len(s.shards)); got < want || got > want+int64(len(s.shards)) {
+			t.Fatalf("default bound = %d, want MaxSubjectsFor(ProcessMemory()) = %d rounded up to the shards", got, want)
+		}
+	})
+	t.Run("DefaultFollowsGOMEMLIMIT", func(t *testing.T) {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(4 << 30))
+		s := New(Options{})
+		// An eighth of 4 GiB at 512 bytes a subject: 1,048,576.
+		if got := s.shardMax * int64(len(s.shards)); got != 1<<20 {
+			t.Fatalf("bound under a 4 GiB memory limit = %d, want 1048576", got)
 		}
 	})
 }

@@ -47,7 +47,9 @@ func heapMB() float64 {
 func BenchmarkMemoryStoreFlood(b *testing.B) {
 	for range b.N {
 		before := heapMB()
-		s := memstore.New(memstore.Options{})
+		// The bound the README's figures were taken under, which the
+		// default now exceeds on most hosts (it follows memory).
+		s := memstore.New(memstore.Options{MaxSubjects: memstore.MinMaxSubjects})
 		for i := range floodSubjects {
 			if _, err := s.Allow(context.Background(), enforce.Request{Subject: floodSubject(i), Route: "GET /api/search", Limits: floodLimits}); err != nil {
 				b.Fatal(err)

@@ -1,0 +1,170 @@
+package memstore
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/internal/enforce"
+	"golang.org/x/time/rate"
+)
+
+// BenchmarkMemoryActiveSubjects decides round robin over 10,000 and over
+// 100,000 distinct active subjects, GOMAXPROCS goroutines each starting at
+// its own offset, one token-bucket limit that always admits: the memory
+// store as the portal runs it (its bound chosen by memory, usage counting
+// on, decision counters registered), the same store held to 50,000
+// subjects (the fixed default before the bound followed memory, so 100,000
+// callers evict continually), and a map of x/time/rate limiters read
+// without a lock. The key=value names let benchstat put the sizes side by
+// side:
+//
+//	go test -run '^$' -bench 'MemoryActiveSubjects$' -count 6 ./internal/enforce/memstore/ > active.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /subjects active.txt
+//
+// Figures are in docs/benchmarks.md ("Active subjects at scale").
+func BenchmarkMemoryActiveSubjects(b *testing.B) {
+	all := benchSubjects()
+	for _, n := range []struct {
+		name string
+		n    int
+	}{{"10k", 10_000}, {"100k", 100_000}} {
+		subjects := all[:n.n]
+		for _, st := range []struct {
+			name string
+			most int
+		}{{"store", 0}, {"store-cap50k", 50_000}} {
+			b.Run("impl="+st.name+"/subjects="+n.name, func(b *testing.B) {
+				store := New(Options{Registerer: prometheus.NewRegistry(), MaxSubjects: st.most})
+				for _, s := range subjects {
+					fillBucket(store, s)
+				}
+				ctx := context.Background()
+				var seed atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					req := enforce.Request{Route: "GET /x", Limits: []enforce.Limit{benchLimit}}
+					layers := make([]enforce.LayerResult, 0, 1)
+					i := int(seed.Add(7919))
+					for pb.Next() {
+						req.Subject = subjects[i%len(subjects)]
+						store.AllowInto(ctx, req, layers)
+						i++
+					}
+				})
+				b.StopTimer()
+				if n := store.Len(); st.most == 0 && n != len(subjects) {
+					b.Fatalf("the store with the bound by memory holds %d subjects, want all %d: it evicted", n, len(subjects))
+				}
+			})
+		}
+		b.Run("impl=xrate/subjects="+n.name, func(b *testing.B) {
+			limiters := make(map[string]*rate.Limiter, len(subjects))
+			for _, s := range subjects {
+				limiters[s] = rate.NewLimiter(rate.Limit(1e12), 1e12)
+			}
+			var seed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seed.Add(7919))
+				for pb.Next() {
+					limiters[subjects[i%len(subjects)]].Allow()
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkMemoryActiveSubjectsInterleaved is BenchmarkMemoryActiveSubjects
+// in alternating rounds of 200,000 parallel decisions each (the store over
+// 10,000 and over 100,000 subjects, the store held to 50,000 over 100,000,
+// and x/time/rate over both), one round of each per b.N (at least
+// minBenchRounds), reporting medians of each round's figures, so a shared
+// machine's load hits every contender alike. Its ratios are the figures to
+// quote: store-100k/10k is how much slower a decision over 100,000
+// subjects is than over 10,000, xrate-100k/10k the same for a map of
+// x/time/rate limiters, which pays the same cache misses.
+//
+//	go test -run '^$' -bench MemoryActiveSubjectsInterleaved -benchtime 10x -count 5 ./internal/enforce/memstore/
+func BenchmarkMemoryActiveSubjectsInterleaved(b *testing.B) {
+	const per = 200_000
+	workers := runtime.GOMAXPROCS(0)
+	all := benchSubjects()
+	few, many := all[:10_000], all
+	newStore := func(most int, subjects []string) *Store {
+		s := New(Options{Registerer: prometheus.NewRegistry(), MaxSubjects: most})
+		for _, subject := range subjects {
+			fillBucket(s, subject)
+		}
+		return s
+	}
+	storeFew, storeMany, storeCapped := newStore(0, few), newStore(0, many), newStore(50_000, many)
+	limiters := make(map[string]*rate.Limiter, len(many))
+	for _, s := range many {
+		limiters[s] = rate.NewLimiter(rate.Limit(1e12), 1e12)
+	}
+	limits := []enforce.Limit{benchLimit}
+	ctx := context.Background()
+	// timeIt runs per decisions over subjects round robin, split over the
+	// workers, each starting at its own offset, and returns the wall time
+	// per decision.
+	timeIt := func(subjects []string, decide func(layers []enforce.LayerResult, subject string)) float64 {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				layers := make([]enforce.LayerResult, 0, 1)
+				off := w * 7919
+				for i := range per / workers {
+					decide(layers, subjects[(off+i)%len(subjects)])
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(time.Since(start).Nanoseconds()) / float64(per/workers*workers)
+	}
+	inStore := func(s *Store) func([]enforce.LayerResult, string) {
+		return func(layers []enforce.LayerResult, subject string) {
+			s.AllowInto(ctx, enforce.Request{Subject: subject, Route: "GET /x", Limits: limits}, layers)
+		}
+	}
+	inRate := func(_ []enforce.LayerResult, subject string) { limiters[subject].Allow() }
+	var sFew, sMany, sCapped, rFew, rMany, sRatio, rRatio, fewVsRate, sVsRate, cappedVsRate []float64
+	b.ResetTimer()
+	for range benchRounds(b) {
+		a := timeIt(few, inStore(storeFew))
+		c := timeIt(many, inStore(storeMany))
+		d := timeIt(many, inStore(storeCapped))
+		x := timeIt(few, inRate)
+		y := timeIt(many, inRate)
+		sFew, sMany, sCapped, rFew, rMany = append(sFew, a), append(sMany, c), append(sCapped, d), append(rFew, x), append(rMany, y)
+		sRatio, rRatio = append(sRatio, c/a), append(rRatio, y/x)
+		fewVsRate, sVsRate, cappedVsRate = append(fewVsRate, a/x), append(sVsRate, c/y), append(cappedVsRate, d/y)
+	}
+	b.StopTimer()
+	if n := storeMany.Len(); n != len(many) {
+		b.Fatalf("the store with the default bound holds %d subjects, want all %d: it evicted", n, len(many))
+	}
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	b.ReportMetric(median(sFew), "store-10k-ns")
+	b.ReportMetric(median(sMany), "store-100k-ns")
+	b.ReportMetric(median(sRatio), "store-100k/10k")
+	b.ReportMetric(median(sCapped), "cap50k-100k-ns")
+	b.ReportMetric(median(rFew), "xrate-10k-ns")
+	b.ReportMetric(median(rMany), "xrate-100k-ns")
+	b.ReportMetric(median(rRatio), "xrate-100k/10k")
+	b.ReportMetric(median(fewVsRate), "store/xrate-10k")
+	b.ReportMetric(median(sVsRate), "store/xrate-100k")
+	b.ReportMetric(median(cappedVsRate), "cap50k/xrate-100k")
+	b.ReportMetric(0, "ns/op")
+}
