@@ -193,9 +193,11 @@ type Config struct {
 
 	// Usage: request log, analytics, metering, key verification (config_usage.go).
 	Usage usageConfig
-	// SSO: OpenID Connect sign-in (config_sso.go); Tracing: OpenTelemetry (config_tracing.go).
+	// SSO: OpenID Connect sign-in (config_sso.go); Tracing: OpenTelemetry
+	// (config_tracing.go); Gateway: the gateways' ways in (config_gateway.go).
 	SSO     ssoConfig
 	Tracing tracingConfig
+	Gateway gatewayConfig
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -602,7 +604,7 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.SignIn.AccountMaxDelay, v, time.Second, time.Hour)
 			}},
-	}, slices.Concat(usageSettings(), ssoSettings(), tracingSettings(getenv), memorySettings())...)
+	}, slices.Concat(usageSettings(), ssoSettings(), tracingSettings(getenv), memorySettings(), gatewaySettings())...)
 }
 
 // setCount stores a whole number from 1 to 100000.

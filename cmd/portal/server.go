@@ -328,7 +328,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
 	// Gateways in front of other APIs ask here, any method (gateway.Check).
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
-	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw.WayIn(httplimit.WayInCheck), d.logger))
+	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw.WayIn(httplimit.WayInCheck).WithSlotLease(d.cfg.Gateway.SlotLease), d.logger))
 	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
 	// Services check a key and read its limits here, spending nothing
 	// (issue 36), with a service token: a door that takes a token, so
@@ -350,7 +350,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		d.proxy.Handle("/", gateway.Listener(catalogs, proxy))
 	}
 	if d.grpc != nil {
-		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw.WayIn(httplimit.WayInEnvoy), gateway.RateLimitServiceOptions{Logger: d.logger, Registerer: metrics}))
+		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw.WayIn(httplimit.WayInEnvoy).WithSlotLease(d.cfg.Gateway.SlotLease), gateway.RateLimitServiceOptions{Logger: d.logger, Registerer: metrics}))
 	}
 	// One bound on replays running at once, whichever way they come in.
 	replays := playground.NewRunner(playground.DefaultParallel)

@@ -211,3 +211,37 @@ func TestProxyHoldsTheSlotAfterTheClientHangsUp(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCheckSlotsLastTheGatewayLease: a slot taken through /v1/check with a
+// short lease (PORTAL_GATEWAY_SLOT_LEASE, for gateways that cannot
+// release) frees itself when that lease runs out, not a minute later.
+func TestCheckSlotsLastTheGatewayLease(t *testing.T) {
+	f := newFixture(t, nil)
+	withOrdersInFlight(t, f)
+	check := gateway.NewCheck(f.catalogs(), f.mw.WithSlotLease(time.Second), f.logger)
+	ask := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", gateway.CheckPath, nil)
+		r.RemoteAddr = "127.0.0.1:5000"
+		r.Header.Set("X-Forwarded-Method", "POST")
+		r.Header.Set("X-Forwarded-Uri", "/orders")
+		r.Header.Set("X-Forwarded-Host", "shop.example.com")
+		r.Header.Set("X-API-Key", f.secret)
+		w := httptest.NewRecorder()
+		check.ServeHTTP(w, r)
+		return w
+	}
+	first := ask()
+	if first.Code != http.StatusOK {
+		t.Fatalf("first check: %d", first.Code)
+	}
+	if w := ask(); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("second check within the lease: %d, want 429", w.Code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ask().Code != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the slot was still held 10 s after a lease of 1 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

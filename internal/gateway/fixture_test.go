@@ -127,6 +127,7 @@ func (f *fixture) checkServer(t testing.TB) *httptest.Server {
 	mux.Handle(gateway.CheckPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		(*f.check.Load()).ServeHTTP(w, r)
 	}))
+	mux.Handle(gateway.ReleasePath, gateway.NewRelease(f.mw, f.logger))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv

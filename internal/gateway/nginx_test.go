@@ -1,9 +1,13 @@
 package gateway_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,4 +95,69 @@ http {
 	}
 	logs := start(t, exec.Command(nginx, "-p", dir, "-c", conf, "-e", "stderr"), addr)
 	return "http://" + addr, logs
+}
+
+// TestNginxReleasesConcurrencySlots: through the shipped nginx.conf a
+// request holds its slot while the API works on it, and nginx gives the
+// slot back once the response is done (post_action), long before the
+// lease would run out: a developer's finished requests hold nothing.
+func TestNginxReleasesConcurrencySlots(t *testing.T) {
+	nginx := binary(t, "nginx")
+	f := newFixture(t, nil)
+	withOrdersInFlight(t, f)
+	check := f.checkServer(t)
+	arrived, finish := make(chan struct{}, 8), make(chan struct{}, 8)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-finish
+		_, _ = io.WriteString(w, "ordered")
+	}))
+	t.Cleanup(api.Close)
+	base, logs := startNginx(t, nginx, nginxConfig(t, hostPort(check.URL), hostPort(api.URL)))
+	client := &http.Client{Timeout: 10 * time.Second}
+	order := func() (int, error) {
+		req, _ := http.NewRequest("POST", base+"/orders", strings.NewReader("{}"))
+		req.Host = "shop.example.com"
+		req.Header.Set("X-API-Key", f.secret)
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode, nil
+	}
+	for round := range 3 {
+		done := make(chan int, 1)
+		go func() { code, _ := order(); done <- code }()
+		<-arrived
+		if code, err := order(); err != nil || code != http.StatusTooManyRequests {
+			t.Fatalf("round %d: a second order while the first is at the API: %d %v, want 429", round, code, err)
+		}
+		finish <- struct{}{}
+		if code := <-done; code != http.StatusOK {
+			t.Fatalf("round %d: the first order: %d", round, code)
+		}
+		// Released after the response, not a lease (a minute) later.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			go func() { finish <- struct{}{} }()
+			code, err := order()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code == http.StatusOK {
+				<-arrived
+				break
+			}
+			<-finish // nobody took it
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the slot was not given back within 5 s of the response (%d)", round, code)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if s := logs.String(); s != "" {
+		t.Errorf("nginx logged:\n%s", s)
+	}
 }

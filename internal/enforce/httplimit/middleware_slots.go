@@ -231,3 +231,18 @@ func HoldsSlots(ctx context.Context) bool {
 	st := stateFrom(ctx)
 	return st != nil && st.held != nil
 }
+
+// WithSlotLease returns m, for the same way in, with concurrency slots that
+// last d unless renewed or released: for a way in whose gateway cannot say
+// when the request ends (a forward-auth check, the Envoy service), so that
+// a developer's finished requests do not hold slots for a whole lease.
+func (m *Middleware) WithSlotLease(d time.Duration) *Middleware {
+	c := m.WayIn(m.wayIn)
+	c.lease = d
+	mode := enforce.FailClosed
+	if m.failOpen {
+		mode = enforce.FailOpen
+	}
+	c.engine = enforce.NewEngine(m.store, enforce.EngineOptions{FailureMode: mode, SlotLease: d})
+	return c
+}
