@@ -77,7 +77,7 @@ const (
 //
 // Envoy never reports when a request it asked about completes, so the
 // slots of a concurrency tier are kept for the whole lease
-// (PORTAL_CONCURRENCY_LEASE), as through /v1/check, and no release token
+// (PORTAL_GATEWAY_SLOT_LEASE), as through /v1/check, and no release token
 // is handed out: through the RLS, a concurrency tier of N admits at most N
 // requests per lease. To cap requests in flight at an Envoy, use its
 // cluster circuit breakers (max_requests) or its adaptive concurrency
@@ -141,6 +141,16 @@ func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateL
 		if v.Status != http.StatusOK {
 			res.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			res.RawBody = v.Body
+		} else {
+			// Who called, for the upstream, as the other gateways pass it
+			// (never the key): Envoy adds these to the request it proxies.
+			id := http.Header{}
+			setIdentity(id, v.Caller)
+			for _, name := range IdentityHeaders {
+				if val := id.Get(name); val != "" {
+					res.RequestHeadersToAdd = append(res.RequestHeadersToAdd, &corev3.HeaderValue{Key: name, Value: val})
+				}
+			}
 		}
 	}
 	for i := range descs {

@@ -42,20 +42,27 @@ type Verdict struct {
 	// Body is the JSON body of a refusal (a RejectionBody or an
 	// ErrorBody), nil when admitted.
 	Body []byte
+	// Caller is who asked, once resolved (the zero Caller for a key
+	// refused as unusable): what a way in tells the upstream.
+	Caller enforce.Caller
 }
 
 // Check decides one request that arrives without an http.Request: the
 // caller presenting cred on route (a ServeMux pattern, "" for none),
 // counting as hits requests. Identity, limits, failure mode, metrics and
 // records are the middleware's own, as for Enforce; a queued request's
-// wait is slept before Check returns, and concurrency slots are released
-// when it returns, since such a way in reports no completion.
+// wait is slept before Check returns. Concurrency slots are kept: such a
+// way in reports no completion, so each lasts the middleware's slot lease
+// (WithSlotLease: PORTAL_GATEWAY_SLOT_LEASE in the portal), which bounds
+// the requests admitted per lease; releasing them at once would let every
+// request through.
 func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, hits int64) Verdict {
 	v := Verdict{Status: http.StatusOK, Header: http.Header{}}
 	caller, ok := m.credentialCaller(ctx, &v, cred, route)
 	if !ok {
 		return v
 	}
+	v.Caller = caller
 	hits = max(hits, 1)
 	start := time.Since(m.epoch)
 	var before time.Time
@@ -67,7 +74,6 @@ func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, 
 	out, err := m.engine.Decide(sctx, enforce.Ask{Caller: caller, Route: route, Hits: hits})
 	endStore(storeSpan, err)
 	endDecision(span, out.Decision, out.Degraded, err)
-	defer out.Lease.Release(context.WithoutCancel(ctx))
 	if len(out.Limits) == 0 && err == nil {
 		return v
 	}
