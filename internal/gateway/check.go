@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/requestlog"
 )
 
 // CheckPath is where the forward-auth endpoint is mounted.
@@ -121,7 +122,8 @@ func (c *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &errorCapture{ResponseWriter: w}
 	// A key limited to reading or to routes is checked on the original
 	// request's method, not the check's own.
-	r = r.WithContext(httplimit.WithOriginalMethod(r.Context(), o.Method))
+	// The request log names this way in, and logs no upstream status.
+	r = r.WithContext(httplimit.WithWayIn(httplimit.WithOriginalMethod(r.Context(), o.Method), requestlog.WayCheck))
 	c.enforcer.Enforce(rec, r, route, admitted)
 	rec.finish()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/services"
 )
 
@@ -140,6 +141,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 				"The service's upstream could not be reached.")
 		},
 	}
+	// The request log names this way in, with the upstream's status and
+	// latency.
+	r = r.WithContext(httplimit.WithWayIn(r.Context(), requestlog.WayProxy))
 	p.enforcer.Enforce(w, r, route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Over a degrade-mode tier the engine marks the response; the
 		// upstream is told too, so it serves its reduced answer. A client's

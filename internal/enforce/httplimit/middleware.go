@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/requestlog"
 )
 
 // DefaultMaxQueueWait bounds how long a queue-mode request may wait its turn
@@ -66,6 +67,11 @@ type Options struct {
 	// when it was answered 429. It is called on the request path and must
 	// not block or allocate.
 	Record DecisionRecorder
+	// RequestLog, when set, is told of every decided request once its
+	// answer is known (see RequestLog and WithWayIn): admissions after the
+	// handler returned, with its status and latency; refusals (401, 429,
+	// 503) as they are answered.
+	RequestLog RequestLog
 }
 
 // DecisionRecorder is told of each request the middleware decides, for
@@ -111,6 +117,7 @@ type Middleware struct {
 	metrics *middlewareMetrics
 	shadow  ShadowRecorder
 	record  DecisionRecorder
+	reqlog  RequestLog
 	// slots holds the concurrency limits' slots: the store, when it can.
 	slots enforce.SlotStore
 	lease time.Duration
@@ -132,6 +139,7 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		metrics:  newMiddlewareMetrics(opts.Registerer),
 		shadow:   opts.Shadow,
 		record:   opts.Record,
+		reqlog:   opts.RequestLog,
 	}
 	m.into, _ = store.(enforce.LayersAllower)
 	m.slots, _ = store.(enforce.SlotStore)
@@ -224,7 +232,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	}
 	if len(limits) == 0 {
 		st := &requestState{caller: caller}
-		next.ServeHTTP(w, st.attach(r))
+		m.serveNext(w, r, st, route, requestlog.Admitted, "", "", next)
 		return
 	}
 	st, scratch := newDecidedState(caller, len(limits))
@@ -279,14 +287,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		if !degrade {
 			m.metrics.countIn(series, route, caller.Plan, "rejected")
 			m.recordDecision(caller, route, hits, false)
-			writeRejection(w, d)
+			retry, body := rejection(d)
+			writeRejectionBody(w, retry, body)
+			if m.reqlog != nil {
+				m.logRefusal(r, caller, route, &d, requestlog.Rejected, http.StatusTooManyRequests, firedLayer(d), retry)
+			}
 			return
 		}
 		m.metrics.count(route, caller.Plan, "degraded")
 		m.recordDecision(caller, route, hits, true)
 		st.degraded = true
 		h.Set(HeaderDegraded, exceeded)
-		next.ServeHTTP(w, st.attach(r))
+		m.serveNext(w, r, st, route, requestlog.Degraded, exceeded, "", next)
 		return
 	}
 
@@ -296,7 +308,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 			if d.Delay > m.maxWait {
 				m.metrics.count(route, caller.Plan, "rejected")
 				m.recordDecision(caller, route, hits, false)
-				writeQueueTooLong(w, d)
+				retry := writeQueueTooLong(w, d)
+				if m.reqlog != nil {
+					m.logRefusal(r, caller, route, &d, requestlog.Rejected, http.StatusTooManyRequests, firedLayer(d), retry)
+				}
 				return
 			}
 			if !sleep(r.Context(), d.Delay) {
@@ -311,7 +326,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		m.metrics.countIn(series, route, caller.Plan, "admitted")
 	}
 	m.recordDecision(caller, route, hits, true)
-	next.ServeHTTP(w, st.attach(r))
+	o := requestlog.Admitted
+	if d.Delay > 0 {
+		o = requestlog.Queued
+	}
+	m.serveNext(w, r, st, route, o, "", "", next)
 }
 
 // recordDecision tells the DecisionRecorder, if any, of one decision.
@@ -394,6 +413,7 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route stri
 	m.metrics.count(route, "", "unauthorized")
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	writeError(w, http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage)
+	m.logRefusal(r, enforce.Caller{}, route, nil, requestlog.Unauthorized, http.StatusUnauthorized, "", 0)
 	return enforce.Caller{}, false
 }
 
@@ -411,18 +431,20 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		m.metrics.count(route, caller.Plan, "failed_open")
 		m.recordDecision(caller, route, hits, true)
 		w.Header().Set(HeaderStoreDegraded, "store-unavailable")
-		next.ServeHTTP(w, st.attach(r))
+		m.serveNext(w, r, st, route, requestlog.FailedOpen, "", "store-unavailable", next)
 		return
 	}
 	m.metrics.count(route, caller.Plan, "unavailable")
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "rate_limit_unavailable",
 		"Rate limits cannot be checked right now, so the request was not served; retry shortly.")
+	m.logRefusal(r, caller, route, nil, requestlog.Unavailable, http.StatusServiceUnavailable, "", 1)
 }
 
 // writeQueueTooLong answers a queue-mode request whose turn is further away
-// than the middleware will hold a connection.
-func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) {
+// than the middleware will hold a connection, and returns the Retry-After
+// sent.
+func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) int64 {
 	retry := max(ceilSeconds(d.Delay), 1)
 	var limit int64
 	var policy string
@@ -435,6 +457,15 @@ func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) {
 	m = strconv.AppendInt(m, retry, 10)
 	m = append(m, " s."...)
 	writeRejectionBody(w, retry, rejectionBody(retry, limit, policy, m))
+	return retry
+}
+
+// firedLayer names the layer a refusal of d waits for ("" for none).
+func firedLayer(d enforce.Decision) string {
+	if i := d.BindingIndex(); i >= 0 {
+		return d.Layers[i].Limit.Name
+	}
+	return ""
 }
 
 // routeLimitsSlots is the size of the table of filtered limit slices: well

@@ -1,0 +1,148 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/requestlog"
+)
+
+// RequestLog is told of every request the middleware decides, once its
+// answer is known: *requestlog.Writer, which copies the entry into a
+// bounded buffer and samples and writes it off the request path. Log is
+// called on the request path and must not block.
+type RequestLog interface {
+	Log(requestlog.Entry)
+}
+
+type wayInKey struct{}
+
+// WithWayIn returns ctx naming the way in a request arrived by
+// (requestlog.WayCheck, requestlog.WayProxy), for the request log; a
+// request without one is logged as requestlog.WayMiddleware. Through
+// forward auth (WayCheck) the response is the gateway's, so the entry has
+// no status or latency of the protected API.
+func WithWayIn(ctx context.Context, way string) context.Context {
+	return context.WithValue(ctx, wayInKey{}, way)
+}
+
+// wayIn is the way in r arrived by.
+func wayIn(r *http.Request) string {
+	if w, ok := r.Context().Value(wayInKey{}).(string); ok {
+		return w
+	}
+	return requestlog.WayMiddleware
+}
+
+// entry is the request log's entry for caller's request on route, decided
+// by d (whose At is the store's clock; m's clock when the store gives
+// none) and answered status by Sluice itself (0: not yet known).
+func (m *Middleware) entry(way string, caller enforce.Caller, route string, addr func() netip.Addr, d *enforce.Decision, o requestlog.Outcome, status int) requestlog.Entry {
+	e := requestlog.Entry{WayIn: way, Outcome: o, Plan: caller.Plan, Route: route,
+		KeyID: caller.KeyID, UserID: caller.UserID, Status: status}
+	if caller.KeyID == 0 && caller.UserID == 0 {
+		e.Addr = addr()
+	}
+	if d != nil {
+		e.At = d.At
+		if d.Local {
+			e.StoreDegraded = "local"
+		} else if d.RegionShare {
+			e.StoreDegraded = "region-share"
+		}
+	}
+	if e.At.IsZero() {
+		e.At = m.now()
+	}
+	return e
+}
+
+// logRefusal logs a request Sluice answered itself (401, 429, 503): layer
+// is the layer that fired, retry the Retry-After sent.
+func (m *Middleware) logRefusal(r *http.Request, caller enforce.Caller, route string, d *enforce.Decision, o requestlog.Outcome, status int, layer string, retry int64) {
+	if m.reqlog == nil {
+		return
+	}
+	e := m.entry(wayIn(r), caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, status)
+	e.Layer = layer
+	e.RetryAfter = time.Duration(retry) * time.Second
+	if o == requestlog.Unavailable {
+		e.StoreDegraded = "store-unavailable"
+	}
+	m.reqlog.Log(e)
+}
+
+// serveNext runs next for an admitted request of st and, with a request
+// log, logs it once next has returned, with the status next answered and
+// how long it took (the protected API's, when this way in serves it).
+// layer names the degrade-mode layer exceeded, degraded the store's mark.
+func (m *Middleware) serveNext(w http.ResponseWriter, r *http.Request, st *requestState, route string, o requestlog.Outcome, layer, degraded string, next http.Handler) {
+	if m.reqlog == nil {
+		next.ServeHTTP(w, st.attach(r))
+		return
+	}
+	way := wayIn(r)
+	var d *enforce.Decision
+	if st.decision.Layers != nil {
+		d = &st.decision
+	}
+	e := m.entry(way, st.caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, 0)
+	e.Layer = layer
+	if degraded != "" {
+		e.StoreDegraded = degraded
+	}
+	if way == requestlog.WayCheck {
+		// The gateway serves the request after this answer: Sluice never
+		// sees the protected API's response.
+		next.ServeHTTP(w, st.attach(r))
+		m.reqlog.Log(e)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	start := time.Since(m.epoch)
+	next.ServeHTTP(sw, st.attach(r))
+	e.Latency = time.Since(m.epoch) - start
+	e.Status = sw.status
+	if e.Status == 0 {
+		e.Status = http.StatusOK // net/http's answer for a handler that wrote nothing
+	}
+	e.UpstreamStatus = e.Status
+	m.reqlog.Log(e)
+}
+
+// statusWriter remembers the status a handler answered. Unwrap lets
+// http.ResponseController reach the connection's own writer (flushes,
+// deadlines, hijacking), as httputil.ReverseProxy and streaming handlers
+// do.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(status int) {
+	if s.status == 0 && status >= 200 {
+		s.status = status
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush flushes the response for handlers that assert http.Flusher.
+func (s *statusWriter) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
