@@ -49,9 +49,9 @@ const LeaseShare = 50
 // ValidatePrecision refuses a precision a limit cannot have: concurrency
 // stays exact (a slot is held, not spent, so there is nothing to lease); a
 // leaky bucket that queues stays exact (the queue delay is read from the
-// shared state); a quota may be exact or leased but never local (it is
-// billable and renews per subject, so an instance's memory may not be its
-// only record). A leased quota's lease never crosses a period boundary.
+// shared state); a quota is always exact (it is billable: every unit goes
+// through the quota ledger in Postgres with its decision, and a lease would
+// put units in one instance's memory that a crash takes off the bill).
 func ValidatePrecision(l Limit) error {
 	p := l.Precision.OrExact()
 	switch {
@@ -63,8 +63,8 @@ func ValidatePrecision(l Limit) error {
 		return fmt.Errorf("%w: limit %q: a concurrency limit is always exact", ErrInvalidRequest, l.Name)
 	case l.Algorithm == LeakyBucket && l.Mode == ModeQueue:
 		return fmt.Errorf("%w: limit %q: a leaky bucket that queues is always exact", ErrInvalidRequest, l.Name)
-	case l.Algorithm == Quota && p == PrecisionLocal:
-		return fmt.Errorf("%w: limit %q: a quota is exact or leased, never local (it is billable)", ErrInvalidRequest, l.Name)
+	case l.Algorithm == Quota:
+		return fmt.Errorf("%w: limit %q: a quota is always exact (it is billable, and each unit is recorded with its decision)", ErrInvalidRequest, l.Name)
 	}
 	return nil
 }
@@ -76,8 +76,7 @@ type Bounds struct {
 	// exact limit would, at any moment: the leases outstanding that are
 	// used after the algorithm has moved past the instant they were taken
 	// (a sliding log's entries, a bucket's level). Zero for the windowed
-	// algorithms and quotas, whose leases end at the window's or period's
-	// end and are counted in it.
+	// algorithms, whose leases end with the window and are counted in it.
 	Over int64
 	// Under is the most the instances together may admit below the exact
 	// limit in one window: leases held unused when a window ends, or by an
@@ -108,7 +107,7 @@ func LeaseBounds(l Limit, instances int) Bounds {
 		}
 		b := Bounds{Under: n * lease, Lease: lease}
 		switch l.Algorithm {
-		case FixedWindow, SlidingWindowCounter, Quota:
+		case FixedWindow, SlidingWindowCounter:
 		default:
 			b.Over = n * lease
 		}
@@ -126,12 +125,23 @@ func MaxLease(l Limit, instances int) int64 {
 }
 
 // LeaseTTL is how long a lease of l lasts at most: a quarter of the window,
-// between 10 ms and one second. (A lease of a windowed limit or a quota
-// also ends with its window or period.)
+// between 10 ms and one second. (A lease of a fixed window or sliding
+// counter also ends with its window.)
 func LeaseTTL(l Limit) time.Duration {
-	w := l.Window
-	if l.Algorithm == Quota {
-		return time.Second
+	return min(max(l.Window/4, 10*time.Millisecond), time.Second)
+}
+
+// ShareOf returns l as one of n instances enforces it alone: Limit and
+// Burst divided by n, rounded up and at least 1, so that n instances
+// deciding alone admit about what the shared store would. A Burst of 0
+// keeps its meaning ("Limit", or no queue).
+func ShareOf(l Limit, n int64) Limit {
+	if n <= 1 {
+		return l
 	}
-	return min(max(w/4, 10*time.Millisecond), time.Second)
+	l.Limit = max((l.Limit+n-1)/n, 1)
+	if l.Burst > 0 {
+		l.Burst = max((l.Burst+n-1)/n, 1)
+	}
+	return l
 }

@@ -484,6 +484,15 @@ func (s *Store) AllowInto(ctx context.Context, req enforce.Request, layers []enf
 	return d, err
 }
 
+// Refund passes a give-back to the wrapped store; it is no arrival.
+func (s *Store) Refund(ctx context.Context, req enforce.Request, at time.Time) error {
+	r, ok := s.Store.(enforce.Refunder)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return r.Refund(ctx, req, at)
+}
+
 func (s *Store) record(req enforce.Request, d enforce.Decision, err error) {
 	if err != nil && !errors.Is(err, enforce.ErrStoreUnavailable) {
 		return // a malformed request, not an arrival

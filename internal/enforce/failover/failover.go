@@ -530,11 +530,7 @@ func divideLimits(req enforce.Request, n int64) enforce.Request {
 	}
 	limits := make([]enforce.Limit, len(req.Limits))
 	for i, l := range req.Limits {
-		l.Limit = max((l.Limit+n-1)/n, 1)
-		if l.Burst > 0 {
-			l.Burst = max((l.Burst+n-1)/n, 1)
-		}
-		limits[i] = l
+		limits[i] = enforce.ShareOf(l, n)
 	}
 	req.Limits = limits
 	return req

@@ -394,4 +394,5 @@ func Run(t *testing.T, kinds ...Kind) {
 	t.Run("SlidingLogMatchesBruteForce", func(t *testing.T) { testSlidingLogMatchesBruteForce(t, kinds) })
 	t.Run("StoresRejectInvalidRequests", func(t *testing.T) { testStoresRejectInvalidRequests(t, kinds) })
 	t.Run("StoresCountUsage", func(t *testing.T) { testStoresCountUsage(t, kinds) })
+	t.Run("StoresAgreeOnRefunds", func(t *testing.T) { testStoresAgreeOnRefunds(t, kinds) })
 }

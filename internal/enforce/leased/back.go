@@ -1,0 +1,115 @@
+package leased
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// giveBack is units of a lease going back to the shared store.
+type giveBack struct {
+	req enforce.Request
+	at  time.Time
+}
+
+// sweepEvery is how often expired leases are given back and failed
+// give-backs retried.
+const sweepEvery = 250 * time.Millisecond
+
+// giveBack queues units of e's lease granted at `at` for the worker; e.mu
+// is held.
+func (s *Store) giveBack(e *lease, units int64, at time.Time) {
+	l := e.limit
+	l.Cost = units
+	g := giveBack{req: enforce.Request{Subject: e.key.subject, Key: e.subKey, Anchor: e.anchor, Limits: []enforce.Limit{l}}, at: at}
+	s.backMu.Lock()
+	s.pending = append(s.pending, g)
+	s.backMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run gives back what is queued, and every sweepEvery retires the leases
+// that expired unused and forgets the idle ones.
+func (s *Store) run() {
+	defer close(s.done)
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			s.flush()
+			return
+		case <-s.wake:
+		case <-tick.C:
+			s.sweep(s.now())
+		}
+		s.flush()
+	}
+}
+
+// flush sends the queued give-backs; those the store refuses for being
+// down are kept for the next try, in order.
+func (s *Store) flush() {
+	s.backMu.Lock()
+	batch := s.pending
+	s.pending = nil
+	s.backMu.Unlock()
+	var keep []giveBack
+	for i, g := range batch {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := s.taker.Refund(ctx, g.req, g.at)
+		cancel()
+		switch {
+		case err == nil || errors.Is(err, enforce.ErrNotRefundable):
+			if err == nil {
+				s.stats.GivenBack.Add(g.req.Limits[0].Cost)
+			}
+		case errors.Is(err, enforce.ErrInvalidRequest):
+			s.log.Warn("lease give-back refused", "limit", g.req.Limits[0].Name, "err", err)
+		default:
+			// Down: keep this one and the rest for the next sweep.
+			keep = append(keep, batch[i:]...)
+			s.log.Debug("lease give-back kept for a store that is down", "pending", len(keep), "err", err)
+		}
+		if keep != nil {
+			break
+		}
+	}
+	if keep != nil {
+		s.backMu.Lock()
+		s.pending = append(keep, s.pending...)
+		s.backMu.Unlock()
+	}
+}
+
+// idleFor is how long a lease with nothing held is kept before it is
+// forgotten (its size adapts from its last rate meanwhile).
+const idleFor = time.Minute
+
+// sweep retires the leases that expired with units left, so that a
+// subject that stopped calling does not keep its units from the others.
+func (s *Store) sweep(now time.Time) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			if !e.mu.TryLock() {
+				continue
+			}
+			if !now.Before(e.expires) {
+				s.retire(e)
+				if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
+					e.dead = true
+					delete(sh.m, k)
+				}
+			}
+			e.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+}

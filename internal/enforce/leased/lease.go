@@ -1,0 +1,255 @@
+package leased
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/enforce"
+)
+
+// leaseKey names one lease: a limit of a subject, or of one of its keys
+// for a PerKey limit.
+type leaseKey struct {
+	subject, scope, name string
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[leaseKey]*lease
+}
+
+// lease is the part of one limit's budget this instance holds.
+type lease struct {
+	mu     sync.Mutex
+	key    leaseKey
+	limit  enforce.Limit // as leased, its Cost cleared: the figures
+	anchor time.Time
+	subKey string // the request's Key, for the give-back of a PerKey limit
+
+	units   int64     // left to spend
+	granted time.Time // the shared store's clock at the grant: Refund's at
+	expires time.Time // this instance's clock
+	// remaining is what the shared store had left after the grant, resetAt
+	// when the limit is fully available again (instance clock).
+	remaining int64
+	resetAt   time.Time
+
+	// size is the next lease's; since and taken describe the current one,
+	// to measure the rate it is spent at.
+	size  int64
+	since time.Time
+	taken int64
+
+	// refusedUntil: the shared store refused even one request's cost, and
+	// nothing can change that before then but give-backs, which are
+	// worth waiting for no longer than this.
+	refusedUntil time.Time
+	refused      enforce.LayerResult
+
+	// dead: the sweep forgot this lease; whoever still holds it asks
+	// for the map's.
+	dead bool
+}
+
+// reservation is one request's units taken from a lease, to go back if
+// another layer refuses the request.
+type reservation struct {
+	lease   *lease
+	granted time.Time
+	units   int64
+}
+
+var seed = maphash.MakeSeed()
+
+// entry returns the lease of req's limit i, made when missing.
+func (s *Store) entry(req enforce.Request, i int) *lease {
+	l := &req.Limits[i]
+	k := leaseKey{subject: req.Subject, name: l.Name}
+	if l.PerKey {
+		k.scope = req.Key
+	}
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(k.subject)
+	h.WriteString(k.scope)
+	h.WriteString(k.name)
+	sh := &s.shards[h.Sum64()%uint64(len(s.shards))]
+	sh.mu.Lock()
+	e := sh.m[k]
+	if e == nil {
+		e = &lease{key: k, subKey: req.Key}
+		sh.m[k] = e
+	}
+	sh.mu.Unlock()
+	return e
+}
+
+// held is what this instance holds of req's limit i now.
+func (s *Store) held(req enforce.Request, i int, now time.Time) int64 {
+	e := s.entry(req, i)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now.Before(e.expires) {
+		return e.units
+	}
+	return 0
+}
+
+// sameFigures reports whether a lease of a was taken under b's figures.
+func sameFigures(a, b enforce.Limit) bool {
+	return a.Algorithm == b.Algorithm && a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Mode == b.Mode && a.Name == b.Name
+}
+
+// reserve takes req's limit i's cost from its lease, taking a new lease
+// from the shared store when this one is spent, expired or of other
+// figures (the limit was edited: the next lease follows the new limit).
+// ok is false when no lease could be taken (the store failed): the layer
+// is then decided as exact.
+func (s *Store) reserve(ctx context.Context, req enforce.Request, i int, now time.Time) (enforce.LayerResult, reservation, bool) {
+	l := req.Limits[i]
+	cost := max(l.Cost, 1)
+	e := s.entry(req, i)
+	e.mu.Lock()
+	for e.dead {
+		e.mu.Unlock()
+		e = s.entry(req, i)
+		e.mu.Lock()
+	}
+	defer e.mu.Unlock()
+	figures := l
+	figures.Cost = 0
+	if !sameFigures(e.limit, figures) {
+		s.retire(e)
+		e.limit, e.subKey = figures, req.Key
+		e.size, e.since, e.taken, e.remaining = 0, time.Time{}, 0, 0
+		e.refusedUntil, e.resetAt = time.Time{}, time.Time{}
+	}
+	e.anchor = req.Anchor
+	if e.units >= cost && now.Before(e.expires) {
+		e.units -= cost
+		return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, true
+	}
+	if now.Before(e.refusedUntil) {
+		lr := e.refused
+		lr.Limit, lr.RetryAfter = l, e.refusedUntil.Sub(now)
+		return lr, reservation{}, true
+	}
+	if now.UnixNano() < s.down.Load() {
+		return enforce.LayerResult{}, reservation{}, false
+	}
+	// Spent or expired: what is left goes back, and a new lease is sized
+	// by the rate this one was spent at.
+	n := e.nextSize(l, s.instances, now)
+	s.retire(e)
+	lr, got, err := s.take(ctx, req, i, n, now, e)
+	if err != nil {
+		s.down.Store(now.Add(time.Second).UnixNano())
+		return enforce.LayerResult{}, reservation{}, false
+	}
+	if got < cost {
+		// Refused even one request's cost: until its retry, asking again
+		// can only be answered by give-backs, which do not wait for us.
+		e.refused, e.refusedUntil = lr, now.Add(lr.RetryAfter)
+		return lr, reservation{}, true
+	}
+	e.units = got - cost
+	return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, true
+}
+
+// take leases up to n units of req's limit i into e, and returns the layer
+// the grant shows and the units granted (0 when refused; the layer then
+// says why, for one request's cost). Near the end of the budget a second
+// call takes what is left, if a request's cost fits in it.
+func (s *Store) take(ctx context.Context, req enforce.Request, i int, n int64, now time.Time, e *lease) (enforce.LayerResult, int64, error) {
+	l := req.Limits[i]
+	cost := max(l.Cost, 1)
+	one := enforce.Request{Subject: req.Subject, Key: req.Key, Route: req.Route, Anchor: req.Anchor, Limits: []enforce.Limit{l}}
+	sent := now
+	for {
+		one.Limits[0].Cost = n
+		s.stats.Takes.Add(1)
+		d, err := s.taker.Take(ctx, one)
+		if err != nil {
+			return enforce.LayerResult{}, 0, err
+		}
+		lr := d.Layers[0]
+		lr.Limit = l
+		if lr.Allowed {
+			e.granted, e.remaining = d.At, lr.Remaining
+			e.resetAt = sent.Add(lr.ResetAfter)
+			e.expires = sent.Add(enforce.LeaseTTL(l))
+			if l.Algorithm == enforce.FixedWindow || l.Algorithm == enforce.SlidingWindowCounter {
+				// The lease ends with the window it was counted in, so
+				// the window's count holds every request it admits.
+				w := l.Window.Microseconds()
+				at := d.At.UnixMicro()
+				if end := sent.Add(enforce.Micros((at/w+1)*w - at)); end.Before(e.expires) {
+					e.expires = end
+				}
+			}
+			e.since, e.taken, e.size = sent, n, n
+			return lr, n, nil
+		}
+		if n == cost {
+			return lr, 0, nil
+		}
+		// Less is left than asked: take what is left, or learn when one
+		// request's cost will fit.
+		n = max(cost, min(lr.Remaining, n-1))
+		if l.Algorithm == enforce.LeakyBucket {
+			n = cost // a bucket that refused n refuses less only by its level
+		}
+	}
+}
+
+// nextSize is the next lease's size: the rate the last one was spent at
+// over a lease's lifetime, twice over, between one request's cost and
+// enforce.MaxLease; the first lease is an eighth of the most. Near the end
+// of the budget it shrinks, so the instances share what is left.
+func (e *lease) nextSize(l enforce.Limit, instances int, now time.Time) int64 {
+	cost := max(l.Cost, 1)
+	most := enforce.MaxLease(l, instances)
+	if most <= cost {
+		return cost
+	}
+	n := max(most/8, cost)
+	if e.taken > 0 {
+		used := e.taken - e.units
+		elapsed := max(now.Sub(e.since), time.Millisecond)
+		n = int64(float64(used) * float64(2*enforce.LeaseTTL(l)) / float64(elapsed))
+	}
+	if e.taken > 0 && e.remaining < most*int64(instances) {
+		n = min(n, e.remaining/int64(2*instances))
+	}
+	return min(max(n, cost), most)
+}
+
+// layer is the leased layer as a request admitted from e sees it: what
+// the instance holds plus what the shared store had left at the grant.
+func (e *lease) layer(l enforce.Limit, now time.Time) enforce.LayerResult {
+	return enforce.LayerResult{Limit: l, Allowed: true, Remaining: e.units + e.remaining, ResetAfter: max(e.resetAt.Sub(now), 0)}
+}
+
+// release gives a refused request's units back to its lease, or to the
+// shared store when the lease has been replaced meanwhile.
+func (s *Store) release(r reservation) {
+	e := r.lease
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.granted.Equal(r.granted) {
+		e.units += r.units
+		return
+	}
+	s.giveBack(e, r.units, r.granted)
+}
+
+// retire gives back what is left of e's lease; e.mu is held.
+func (s *Store) retire(e *lease) {
+	if e.units > 0 {
+		s.giveBack(e, e.units, e.granted)
+	}
+	e.units = 0
+	e.expires = time.Time{}
+}
