@@ -61,6 +61,22 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 	check := f.checkServer(t)
 	rls := rlsClient(t, f)
 
+	// Admissions are logged once the answer has gone out; a server serves
+	// one connection's requests in turn, so with one connection per
+	// server, the answer to a later request means the earlier one is
+	// logged.
+	one := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	t.Cleanup(one.CloseIdleConnections)
+	send := func(t *testing.T, url, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := one.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return statusOf(t, res)
+	}
 	ways := []struct {
 		way string
 		// ask sends one request on the items route with f's key and
@@ -72,7 +88,7 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 		upstream int
 	}{
 		{requestlog.WayMiddleware, func(t *testing.T, i int) int {
-			return statusOf(t, get(t, "GET", embedded.URL+"/items/"+strconv.Itoa(i), f.secret))
+			return send(t, embedded.URL+"/items/"+strconv.Itoa(i), f.secret)
 		}, true, http.StatusCreated},
 		{requestlog.WayCheck, func(t *testing.T, i int) int {
 			req, _ := http.NewRequest("GET", check.URL+gateway.CheckPath, nil)
@@ -87,7 +103,7 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 			return statusOf(t, res)
 		}, false, 0},
 		{requestlog.WayProxy, func(t *testing.T, i int) int {
-			return statusOf(t, get(t, "GET", proxy.URL+gateway.ProxyPrefix+"shop/items/"+strconv.Itoa(i), f.secret))
+			return send(t, proxy.URL+gateway.ProxyPrefix+"shop/items/"+strconv.Itoa(i), f.secret)
 		}, true, http.StatusOK},
 		{requestlog.WayEnvoy, func(t *testing.T, i int) int {
 			res, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "sluice",
@@ -117,8 +133,11 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 		}
 	}
 	// A bad key through the proxy: a 401 logged by the caller's address.
-	if got := statusOf(t, get(t, "GET", proxy.URL+gateway.ProxyPrefix+"shop/items/1", "sk_live_nope")); got != http.StatusUnauthorized {
+	if got := send(t, proxy.URL+gateway.ProxyPrefix+"shop/items/1", "sk_live_nope"); got != http.StatusUnauthorized {
 		t.Fatalf("bad key answered %d", got)
+	}
+	for _, srv := range []string{embedded.URL, proxy.URL} {
+		send(t, srv+"/after", "") // the answers before this one are logged
 	}
 	if err := log.Flush(ctx); err != nil {
 		t.Fatal(err)

@@ -232,7 +232,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	}
 	if len(limits) == 0 {
 		st := &requestState{caller: caller}
-		m.serveNext(w, r, st, route, requestlog.Admitted, "", "", next)
+		m.serveNext(w, r, st, route, requestlog.Admitted, "", "", nil, next)
 		return
 	}
 	st, scratch := newDecidedState(caller, len(limits))
@@ -288,17 +288,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 			m.metrics.countIn(series, route, caller.Plan, "rejected")
 			m.recordDecision(caller, route, hits, false)
 			retry, body := rejection(d)
-			writeRejectionBody(w, retry, body)
+			// Logged before the answer goes out, so a client that holds
+			// the answer finds the entry logged.
 			if m.reqlog != nil {
 				m.logRefusal(r, caller, route, &d, requestlog.Rejected, http.StatusTooManyRequests, firedLayer(d), retry)
 			}
+			writeRejectionBody(w, retry, body)
 			return
 		}
 		m.metrics.count(route, caller.Plan, "degraded")
 		m.recordDecision(caller, route, hits, true)
 		st.degraded = true
 		h.Set(HeaderDegraded, exceeded)
-		m.serveNext(w, r, st, route, requestlog.Degraded, exceeded, "", next)
+		m.serveNext(w, r, st, route, requestlog.Degraded, exceeded, "", nil, next)
 		return
 	}
 
@@ -308,10 +310,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 			if d.Delay > m.maxWait {
 				m.metrics.count(route, caller.Plan, "rejected")
 				m.recordDecision(caller, route, hits, false)
-				retry := writeQueueTooLong(w, d)
 				if m.reqlog != nil {
-					m.logRefusal(r, caller, route, &d, requestlog.Rejected, http.StatusTooManyRequests, firedLayer(d), retry)
+					m.logRefusal(r, caller, route, &d, requestlog.Rejected, http.StatusTooManyRequests, firedLayer(d), max(ceilSeconds(d.Delay), 1))
 				}
+				writeQueueTooLong(w, d)
 				return
 			}
 			if !sleep(r.Context(), d.Delay) {
@@ -330,7 +332,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	if d.Delay > 0 {
 		o = requestlog.Queued
 	}
-	m.serveNext(w, r, st, route, o, "", "", next)
+	var settle []enforce.Limit
+	if enforce.Settles(limits) {
+		settle = limits
+	}
+	m.serveNext(w, r, st, route, o, "", "", settle, next)
 }
 
 // recordDecision tells the DecisionRecorder, if any, of one decision.
@@ -412,8 +418,8 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route stri
 	}
 	m.metrics.count(route, "", "unauthorized")
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-	writeError(w, http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage)
 	m.logRefusal(r, enforce.Caller{}, route, nil, requestlog.Unauthorized, http.StatusUnauthorized, "", 0)
+	writeError(w, http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage)
 	return enforce.Caller{}, false
 }
 
@@ -431,20 +437,19 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		m.metrics.count(route, caller.Plan, "failed_open")
 		m.recordDecision(caller, route, hits, true)
 		w.Header().Set(HeaderStoreDegraded, "store-unavailable")
-		m.serveNext(w, r, st, route, requestlog.FailedOpen, "", "store-unavailable", next)
+		m.serveNext(w, r, st, route, requestlog.FailedOpen, "", "store-unavailable", nil, next)
 		return
 	}
 	m.metrics.count(route, caller.Plan, "unavailable")
+	m.logRefusal(r, caller, route, nil, requestlog.Unavailable, http.StatusServiceUnavailable, "", 1)
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "rate_limit_unavailable",
 		"Rate limits cannot be checked right now, so the request was not served; retry shortly.")
-	m.logRefusal(r, caller, route, nil, requestlog.Unavailable, http.StatusServiceUnavailable, "", 1)
 }
 
 // writeQueueTooLong answers a queue-mode request whose turn is further away
-// than the middleware will hold a connection, and returns the Retry-After
-// sent.
-func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) int64 {
+// than the middleware will hold a connection.
+func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) {
 	retry := max(ceilSeconds(d.Delay), 1)
 	var limit int64
 	var policy string
@@ -457,7 +462,6 @@ func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) int64 {
 	m = strconv.AppendInt(m, retry, 10)
 	m = append(m, " s."...)
 	writeRejectionBody(w, retry, rejectionBody(retry, limit, policy, m))
-	return retry
 }
 
 // firedLayer names the layer a refusal of d waits for ("" for none).

@@ -79,38 +79,57 @@ func (m *Middleware) logRefusal(r *http.Request, caller enforce.Caller, route st
 // log, logs it once next has returned, with the status next answered and
 // how long it took (the protected API's, when this way in serves it).
 // layer names the degrade-mode layer exceeded, degraded the store's mark.
-func (m *Middleware) serveNext(w http.ResponseWriter, r *http.Request, st *requestState, route string, o requestlog.Outcome, layer, degraded string, next http.Handler) {
-	if m.reqlog == nil {
+// settle, when not nil, are the limits the request was charged on of
+// which some count only some responses or take their cost from a response
+// header: they are settled once next has returned (see settle).
+func (m *Middleware) serveNext(w http.ResponseWriter, r *http.Request, st *requestState, route string, o requestlog.Outcome, layer, degraded string, settle []enforce.Limit, next http.Handler) {
+	if m.reqlog == nil && settle == nil {
 		next.ServeHTTP(w, st.attach(r))
 		return
 	}
 	way := wayIn(r)
-	var d *enforce.Decision
-	if st.decision.Layers != nil {
-		d = &st.decision
-	}
-	e := m.entry(way, st.caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, 0)
-	e.Layer = layer
-	if degraded != "" {
-		e.StoreDegraded = degraded
-	}
 	if way == requestlog.WayCheck {
 		// The gateway serves the request after this answer: Sluice never
-		// sees the protected API's response.
+		// sees the protected API's response, so it settles nothing either.
 		next.ServeHTTP(w, st.attach(r))
-		m.reqlog.Log(e)
+		if m.reqlog != nil {
+			m.reqlog.Log(m.logEntry(r, st, route, o, layer, degraded))
+		}
 		return
+	}
+	if settle != nil {
+		w.Header().Set(HeaderCount, countText(settle))
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	start := time.Since(m.epoch)
 	next.ServeHTTP(sw, st.attach(r))
-	e.Latency = time.Since(m.epoch) - start
-	e.Status = sw.status
-	if e.Status == 0 {
-		e.Status = http.StatusOK // net/http's answer for a handler that wrote nothing
+	latency := time.Since(m.epoch) - start
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK // net/http's answer for a handler that wrote nothing
 	}
-	e.UpstreamStatus = e.Status
-	m.reqlog.Log(e)
+	if settle != nil {
+		m.settle(r.Context(), st, route, settle, status, w.Header())
+	}
+	if m.reqlog != nil {
+		e := m.logEntry(r, st, route, o, layer, degraded)
+		e.Status, e.UpstreamStatus, e.Latency = status, status, latency
+		m.reqlog.Log(e)
+	}
+}
+
+// logEntry is the request log's entry of st's admitted request.
+func (m *Middleware) logEntry(r *http.Request, st *requestState, route string, o requestlog.Outcome, layer, degraded string) requestlog.Entry {
+	var d *enforce.Decision
+	if st.decision.Layers != nil {
+		d = &st.decision
+	}
+	e := m.entry(wayIn(r), st.caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, 0)
+	e.Layer = layer
+	if degraded != "" {
+		e.StoreDegraded = degraded
+	}
+	return e
 }
 
 // statusWriter remembers the status a handler answered. Unwrap lets
