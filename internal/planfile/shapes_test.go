@@ -95,6 +95,15 @@ func tierShapes() [][]plans.LimitInput {
 		{Name: "search-slots", Route: routeSearch, Algorithm: "concurrency", Limit: 2, Mode: "queue"},
 		{Name: "search-quota", Route: routeSearch, Algorithm: "quota", Limit: 500, Period: "month", Mode: "degrade"},
 	})
+	// Costs settled after the response: counting successes or errors
+	// only, and a cost from a response header (typed in lower case, kept
+	// in one spelling), on counters, a bucket and a quota.
+	sets = append(sets, []plans.LimitInput{
+		{Name: "llm-success", Route: routeItems, Algorithm: "fixed_window", Limit: 100, WindowSeconds: 60, CountWhen: "success"},
+		{Name: "llm-errors", Algorithm: "sliding_window_counter", Limit: 10, WindowSeconds: 60, CountWhen: "error"},
+		{Name: "llm-tokens", Route: routeItems, Algorithm: "token_bucket", Limit: 100000, WindowSeconds: 60, Cost: 100, CostHeader: "x-tokens-used"},
+		{Name: "llm-month", Algorithm: "quota", Limit: 1000000, Period: "month", CountWhen: "success", CostHeader: "X-Tokens-Used"},
+	})
 	return sets
 }
 
@@ -190,6 +199,9 @@ func TestExportWritesOnlyTheFieldsATierUses(t *testing.T) {
 			_, cost := l["cost"]
 			_, period := l["period"]
 			bucket := algo == "token_bucket" || algo == "leaky_bucket"
+			if w, ok := l["count_when"]; ok && w != "success" && w != "error" {
+				t.Errorf("%s/%v: count_when %v written", p.Slug, l["name"], w)
+			}
 			switch {
 			case (algo == "quota" || algo == "concurrency") == window:
 				t.Errorf("%s/%v (%s): window_seconds written %v", p.Slug, l["name"], algo, window)
@@ -206,6 +218,14 @@ func TestExportWritesOnlyTheFieldsATierUses(t *testing.T) {
 		if seen[algo] == 0 {
 			t.Errorf("no %s tier exported:\n%s", algo, b)
 		}
+	}
+	for _, want := range []string{"count_when: success", "count_when: error", "cost_header: X-Tokens-Used"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%q is not exported:\n%s", want, b)
+		}
+	}
+	if n := strings.Count(string(b), "cost_header:"); n != 2 {
+		t.Errorf("cost_header written %d times, want on the 2 tiers that have one:\n%s", n, b)
 	}
 	if !strings.Contains(string(b), "burst: 25") {
 		t.Errorf("a bucket's burst is not exported:\n%s", b)

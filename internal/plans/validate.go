@@ -172,6 +172,7 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 	if l.CountPer != CountPerKey && l.CountPer != CountPerDeveloper {
 		add("count_per", "unknown value %q: must be key or developer", l.CountPer)
 	}
+	errs = append(errs, validateSettle(prefix, l, algo)...)
 	switch period := enforce.Period(l.Period); {
 	case algo == enforce.Quota && !period.Valid():
 		add("period", "a quota needs a period: day, month or year")

@@ -1,0 +1,1 @@
+ALTER TABLE plan_limits DROP COLUMN cost_header, DROP COLUMN count_when;
