@@ -271,6 +271,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		FailureMode:    d.cfg.RedisFailureMode,
 		Record:         usageHistory,
 		RequestLog:     usage.writer,
+		Settled:        usageHistory,
 		Shadow:         usageHistory,
 		SlotLease:      d.cfg.ConcurrencyLease,
 	})

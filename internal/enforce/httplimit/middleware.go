@@ -72,6 +72,9 @@ type Options struct {
 	// handler returned, with its status and latency; refusals (401, 429,
 	// 503) as they are answered.
 	RequestLog RequestLog
+	// Settled, when set, is told of the units each settlement after a
+	// response gave back or charged (see SettleRecorder), for metering.
+	Settled SettleRecorder
 }
 
 // DecisionRecorder is told of each request the middleware decides, for
@@ -118,6 +121,7 @@ type Middleware struct {
 	shadow  ShadowRecorder
 	record  DecisionRecorder
 	reqlog  RequestLog
+	settled SettleRecorder
 	// slots holds the concurrency limits' slots: the store, when it can.
 	slots enforce.SlotStore
 	lease time.Duration
@@ -140,6 +144,7 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		shadow:   opts.Shadow,
 		record:   opts.Record,
 		reqlog:   opts.RequestLog,
+		settled:  opts.Settled,
 	}
 	m.into, _ = store.(enforce.LayersAllower)
 	m.slots, _ = store.(enforce.SlotStore)

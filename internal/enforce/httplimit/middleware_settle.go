@@ -20,6 +20,14 @@ import (
 // response are figured before the response, at the tier's cost.
 const HeaderCount = "Sluice-Count"
 
+// SettleRecorder is told of what each settlement after a response changed
+// on each limit (by its Name): units charged, or given back (negative),
+// once the store has carried it out. Metering adds it to what the
+// admitted requests cost. Shadow limits are left out.
+type SettleRecorder interface {
+	RecordSettled(caller enforce.Caller, limit string, units int64)
+}
+
 // countText is HeaderCount's value for limits: those that settle.
 func countText(limits []enforce.Limit) string {
 	var b strings.Builder
@@ -64,5 +72,19 @@ func (m *Middleware) settle(ctx context.Context, st *requestState, route string,
 	req := enforce.Request{Subject: c.Subject, Key: c.Key, Route: route, Anchor: c.Anchor}
 	if err := s.Apply(context.WithoutCancel(ctx), m.store, req, at); err != nil {
 		m.log.WarnContext(ctx, "settling a request's cost after its response failed", "route", route, "plan", c.Plan, "err", err)
+		return
+	}
+	if m.settled == nil {
+		return
+	}
+	for _, l := range s.Refund {
+		if l.Mode != enforce.ModeShadow {
+			m.settled.RecordSettled(c, l.Name, -l.Cost)
+		}
+	}
+	for _, l := range s.Charge {
+		if l.Mode != enforce.ModeShadow {
+			m.settled.RecordSettled(c, l.Name, l.Cost)
+		}
 	}
 }
