@@ -48,6 +48,7 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 	// The embedded middleware, on the portal's own mux.
 	mux := http.NewServeMux()
 	mux.Handle(itemsRoute, f.mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Millisecond) // a latency the log's microseconds hold
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, "made")
 	})))
@@ -170,7 +171,8 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 						t.Errorf("admission %+v names a layer or a Retry-After", r)
 					}
 					if way.sees {
-						if r.Status != way.upstream || r.UpstreamStatus != way.upstream || r.Latency <= 0 {
+						if r.Status != way.upstream || r.UpstreamStatus != way.upstream || r.Latency <= 0 ||
+							way.way == requestlog.WayMiddleware && r.Latency < time.Millisecond {
 							t.Errorf("admission %+v: want status and upstream %d and a latency", r, way.upstream)
 						}
 					} else if r.Status != 0 || r.UpstreamStatus != 0 || r.Latency != 0 {
