@@ -35,12 +35,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/enforce/failover"
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/policy"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures New. PortalURL and Token are required.
@@ -85,6 +87,15 @@ type Options struct {
 	Wait time.Duration
 	// Logger receives fetch failures; never a key or the token.
 	Logger *slog.Logger
+	// Registerer, when set, receives the decision metrics the portal
+	// exports (sluice_enforce_requests_total and
+	// sluice_enforce_decision_seconds), labelled way_in="guard", so one
+	// dashboard sums a limit's traffic over the portal and its guards.
+	Registerer prometheus.Registerer
+	// Tracer, when set, traces each decision as the portal does with
+	// PORTAL_TRACES: a sluice.decision span (way_in "guard", route, plan,
+	// key id, never the key) with a sluice.store child.
+	Tracer trace.Tracer
 	// CacheFile, when set, is where the guard keeps the last policy it
 	// fetched (rewritten on every change, mode 0600: it holds the API
 	// keys' hashes), so that New can start from it while the portal
@@ -193,6 +204,7 @@ func New(ctx context.Context, opts Options) (*Guard, error) {
 	g := &Guard{opts: opts, policy: base, resolver: policy.NewResolver(nil), log: opts.Logger, done: make(chan struct{})}
 	g.mw = httplimit.NewMiddleware(store, g.resolver, httplimit.Options{
 		TrustedProxies: opts.TrustedProxies, Logger: opts.Logger, FailureMode: mode,
+		Registerer: opts.Registerer, WayIn: httplimit.WayInGuard, Tracer: opts.Tracer,
 	})
 	if _, err := g.fetch(ctx, 0); err != nil {
 		if errors.Is(err, ErrUnauthorized) || opts.CacheFile == "" {

@@ -8,6 +8,9 @@
 #   redis  key      a caller with an API key on the limited plan
 #   redis  key-off  a key on a plan without limits
 #   memory ...      the same four on a portal without REDIS_URL (memory store)
+#   leased ...      the same four on a Redis portal whose two limits have
+#                   precision leased (decided from leases in memory; only in
+#                   STORES when named, e.g. STORES="redis leased memory")
 #
 # "share" is each limited contender's req/s over its unlimited twin's, on
 # the same portal process, so it is what the limits cost in the product.
@@ -129,7 +132,16 @@ token="bench_admin_token_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 limits='[{"name":"global","algorithm":"token_bucket","limit":1000000,"window_seconds":1,"burst":1000000},
 	{"name":"items","route":"GET /api/items/{id}","algorithm":"token_bucket","limit":1000000,"window_seconds":1,"burst":1000000}]'
 
-# A portal instance is named by its store, "redis" or "memory", for this
+# limits_of INSTANCE is its bench plan's limits: leased ones for "leased".
+limits_of() {
+	if [ "$(store_of "$1")" = leased ]; then
+		echo "$limits" | sed 's/"algorithm"/"precision":"leased","algorithm"/g'
+	else
+		echo "$limits"
+	fi
+}
+
+# A portal instance is named by its store, "redis", "leased" or "memory", for this
 # tree's binary, and "STORE@BASELINE" for the baseline's.
 store_of() { echo "${1%@*}"; }
 
@@ -159,10 +171,10 @@ start_portal() {
 	(
 		export DATABASE_URL=$dburl PORTAL_ADDR=127.0.0.1:${port[$store]} PORTAL_DEMO=false
 		export PORTAL_ADMIN_TOKEN=$token PORTAL_DATA_DIR=$work/$store PORTAL_LOG_LEVEL=warn
-		export PORTAL_DEBUG_ADDR=127.0.0.1:${debug_port[$store]}
+		export PORTAL_DEBUG_ADDR=127.0.0.1:${debug_port[$store]} PORTAL_METRICS_ADDR=off
 		# Each portal its own counters, should two share a plan id.
 		export PORTAL_REDIS_PREFIX="bench${#instances[@]}:"
-		if [ "$(store_of "$store")" = redis ]; then export REDIS_URL=redis://127.0.0.1:$redis_port/0; else unset REDIS_URL; fi
+		if [ "$(store_of "$store")" != memory ]; then export REDIS_URL=redis://127.0.0.1:$redis_port/0; else unset REDIS_URL; fi
 		# PORTAL_ENV or BASELINE_ENV: NAME=value pairs for this portal only.
 		local extra=${PORTAL_ENV:-}
 		if [[ $store == *@* ]]; then extra=${BASELINE_ENV:-}; fi
@@ -173,7 +185,7 @@ start_portal() {
 	pids+=("${pid_of[$store]}")
 	wait_for "http://127.0.0.1:${port[$store]}/readyz" "$work/$store.log"
 	open_plan[$store]=$(admin "$store" POST /plans '{"slug":"open","name":"Open"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-	bench_plan[$store]=$(admin "$store" POST /plans "{\"slug\":\"bench\",\"name\":\"Bench\",\"is_default\":true,\"is_anonymous\":true,\"limits\":$limits}" |
+	bench_plan[$store]=$(admin "$store" POST /plans "{\"slug\":\"bench\",\"name\":\"Bench\",\"is_default\":true,\"is_anonymous\":true,\"limits\":$(limits_of "$store")}" |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 	curl -fsS -o /dev/null -d 'email=bench@example.com&password=correct-horse-battery-staple-9' "http://127.0.0.1:${port[$store]}/signup"
 	local dev
@@ -189,7 +201,7 @@ anonymous_plan() {
 	local store=$1 want=$2 id body version
 	if [ "$want" = limited ]; then
 		id=${bench_plan[$store]}
-		body="\"slug\":\"bench\",\"name\":\"Bench\",\"is_default\":true,\"is_anonymous\":true,\"limits\":$limits"
+		body="\"slug\":\"bench\",\"name\":\"Bench\",\"is_default\":true,\"is_anonymous\":true,\"limits\":$(limits_of "$store")"
 	else
 		id=${open_plan[$store]}
 		body='"slug":"open","name":"Open","is_anonymous":true'

@@ -28,7 +28,8 @@ func (s *Server) keyPage(ctx context.Context, id int64) (views.KeyPage, error) {
 	if err != nil {
 		return views.KeyPage{}, err
 	}
-	return views.KeyPage{Key: k, Plans: all, Routes: s.tierRoutes(ctx), Now: s.now(), Expires: views.ExpiryDate(k.ExpiresAt)}, nil
+	return views.KeyPage{Key: k, Plans: all, Routes: s.tierRoutes(ctx), Now: s.now(), Expires: views.ExpiryDate(k.ExpiresAt),
+		Instances: s.deps.Instances}, nil
 }
 
 func (s *Server) renderKeyPage(w http.ResponseWriter, r *http.Request, status int, v views.KeyPage) {

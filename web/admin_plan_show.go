@@ -47,6 +47,8 @@ func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error)
 		Counts:  counts[p.ID],
 		Details: views.PlanForm{Input: p.Input()},
 		Docs:    s.planDocs(p),
+		// Each tier's row states its worst case with this many.
+		Instances: s.deps.Instances,
 	}
 	// Who the shadow tiers would have rejected, beside the tiers.
 	v.Shadow, v.ShadowProblem = s.shadowCallers(ctx, p.Slug)
@@ -57,7 +59,7 @@ func (s *Server) planPage(ctx context.Context, id int64) (views.PlanPage, error)
 // planDocs is what the docs generator makes of one plan, for the preview;
 // nil (and a log line) if it fails, which the preview says plainly.
 func (s *Server) planDocs(p plans.Plan) *docs.Model {
-	m, err := docs.Build([]plans.Plan{p}, docs.Options{YourPlan: p.Slug, Now: docsNow(s.now())})
+	m, err := docs.Build([]plans.Plan{p}, docs.Options{YourPlan: p.Slug, Now: docsNow(s.now()), Instances: s.deps.Instances})
 	if err != nil {
 		s.log.Error("docs preview", "plan_id", p.ID, "err", err)
 		return nil

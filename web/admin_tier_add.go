@@ -61,7 +61,7 @@ func (s *Server) tierAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isHTMX(r) {
-		s.render(w, r, status, views.TierAddRejected(v.Plan, v.Routes, f, v.Docs))
+		s.render(w, r, status, views.TierAddRejected(v.Plan, v.Routes, f, v.Docs, v.Instances))
 		return
 	}
 	v.New = f
@@ -75,11 +75,11 @@ func (s *Server) tierAdded(w http.ResponseWriter, r *http.Request, p plans.Plan,
 	}
 	for _, l := range p.Limits {
 		if l.Name == name {
-			s.render(w, r, http.StatusOK, views.TierAdded(p, l, s.tierRoutes(r.Context()), s.planDocs(p)))
+			s.render(w, r, http.StatusOK, views.TierAdded(p, l, s.tierRoutes(r.Context()), s.planDocs(p), s.deps.Instances))
 			return
 		}
 	}
 	// The tier is saved but not found by name (renamed by a racing edit):
 	// show the whole table as it is.
-	s.render(w, r, http.StatusOK, views.TierAddRejected(p, s.tierRoutes(r.Context()), views.TierForm{}, s.planDocs(p)))
+	s.render(w, r, http.StatusOK, views.TierAddRejected(p, s.tierRoutes(r.Context()), views.TierForm{}, s.planDocs(p), s.deps.Instances))
 }

@@ -39,7 +39,7 @@ func (s *Server) tierDelete(w http.ResponseWriter, r *http.Request) {
 				s.render(w, r, http.StatusConflict, views.TierRemoved(v.Plan, v.Docs))
 				return
 			}
-			s.render(w, r, http.StatusConflict, views.TierConflictRow(v.Plan, current, conflictMessage, v.Docs))
+			s.render(w, r, http.StatusConflict, views.TierConflictRow(v.Plan, current, conflictMessage, v.Docs, v.Instances))
 			return
 		}
 		v.Conflict = conflictMessage

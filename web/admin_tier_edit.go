@@ -50,7 +50,7 @@ func (s *Server) tierShow(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, planPath(p.ID), http.StatusSeeOther)
 		return
 	}
-	s.render(w, r, http.StatusOK, views.TierSaved(p, l, s.planDocs(p)))
+	s.render(w, r, http.StatusOK, views.TierSaved(p, l, s.planDocs(p), s.deps.Instances))
 }
 
 // tierEditForm shows a tier as a form: the row alone for htmx, the plan page
@@ -63,7 +63,7 @@ func (s *Server) tierEditForm(w http.ResponseWriter, r *http.Request) {
 	}
 	f := views.TierForm{LimitID: l.ID, Input: l.Input()}
 	if isHTMX(r) {
-		s.render(w, r, http.StatusOK, views.TierEditFragment(p, s.tierRoutes(r.Context()), f, s.planDocs(p)))
+		s.render(w, r, http.StatusOK, views.TierEditFragment(p, s.tierRoutes(r.Context()), f, s.planDocs(p), s.deps.Instances))
 		return
 	}
 	v, err := s.planPage(r.Context(), p.ID)
@@ -98,7 +98,7 @@ func (s *Server) tierUpdate(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if nl, ok := findLimit(saved, l.ID); ok {
-				s.render(w, r, http.StatusOK, views.TierSaved(saved, nl, s.planDocs(saved)))
+				s.render(w, r, http.StatusOK, views.TierSaved(saved, nl, s.planDocs(saved), s.deps.Instances))
 				return
 			}
 			s.error(w, r, errNotFound)
@@ -126,7 +126,7 @@ func (s *Server) tierUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isHTMX(r) {
-		s.render(w, r, status, views.TierEditFragment(v.Plan, v.Routes, f, v.Docs))
+		s.render(w, r, status, views.TierEditFragment(v.Plan, v.Routes, f, v.Docs, v.Instances))
 		return
 	}
 	v.Editing = &f

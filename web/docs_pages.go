@@ -66,7 +66,7 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 	now := docsNow(d.s.now())
 	var key strings.Builder
 	key.WriteString(base + "|" + console + "|" + your.Slug + "|" + now.Format(time.DateOnly))
-	opts := docs.Options{BaseURL: base, StatusBaseURL: console, YourPlan: your.Slug, Now: now}
+	opts := docs.Options{BaseURL: base, StatusBaseURL: console, YourPlan: your.Slug, Now: now, Instances: d.s.deps.Instances}
 	if svc.Slug != "" {
 		opts.Title = svc.Name
 		if svc.Slug != services.DemoSlug {

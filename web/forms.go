@@ -50,6 +50,7 @@ func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors, map[string
 		Mode:      r.PostFormValue("mode"),
 		Period:    r.PostFormValue("period"),
 		CountPer:  r.PostFormValue("count_per"),
+		Precision: r.PostFormValue("precision"),
 
 		CountWhen:  r.PostFormValue("count_when"),
 		CostHeader: r.PostFormValue("cost_header"),

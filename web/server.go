@@ -128,6 +128,10 @@ type Deps struct {
 	// https://portal.example.com): the links in emails start with it, never
 	// with a request's Host header, which whoever asks can choose.
 	PublicURL string
+	// Instances is how many portal instances share the Redis counters
+	// (PORTAL_INSTANCES): the tier form states each tier's worst case with
+	// it, and so do the generated docs. Zero means one.
+	Instances int
 	// ServiceURL is the base URL a service with an upstream is called
 	// under through the reverse proxy, as the client of r (a request to
 	// the console, reached at consoleBase) would call it; "" when it is

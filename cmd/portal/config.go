@@ -80,7 +80,7 @@ type Config struct {
 	RedisPrefix string
 	// RedisTimeout bounds one rate-limit decision's wait for Redis
 	// (PORTAL_REDIS_TIMEOUT); past it the failure mode decides, and an
-	// outage (failures dominating a window, see enforce.FailoverStore) opens
+	// outage (failures dominating a window, see failover.Store) opens
 	// the circuit breaker.
 	RedisTimeout time.Duration
 	// ConcurrencyLease is how long a concurrency tier's slot is held
@@ -191,11 +191,11 @@ type Config struct {
 	// unless listed here (see package egress).
 	OutboundAllow egress.Allowlist
 
-	// Usage is the request log, analytics, metering and key verification
-	// (config_usage.go).
+	// Usage: request log, analytics, metering, key verification (config_usage.go).
 	Usage usageConfig
-	// SSO is sign-in with OpenID Connect (config_sso.go).
-	SSO ssoConfig
+	// SSO: OpenID Connect sign-in (config_sso.go); Tracing: OpenTelemetry (config_tracing.go).
+	SSO     ssoConfig
+	Tracing tracingConfig
 }
 
 // intSetting stores a whole number from lo to hi in the field field returns.
@@ -604,7 +604,7 @@ func settings(getenv func(string) string) []setting {
 			set: func(c *Config, v string) error {
 				return setDuration(&c.SignIn.AccountMaxDelay, v, time.Second, time.Hour)
 			}},
-	}, append(usageSettings(), ssoSettings()...)...)
+	}, append(usageSettings(), append(ssoSettings(), tracingSettings(getenv)...)...)...)
 }
 
 // setCount stores a whole number from 1 to 100000.

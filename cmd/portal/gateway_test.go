@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -47,7 +49,7 @@ func TestRunServesTheWaysIn(t *testing.T) {
 	}
 	defer conn.Close()
 	rl, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
-		Domain: "sluice", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+		Domain: "demo", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
 			{Key: "method", Value: "GET"}, {Key: "path", Value: "/api/items/1"}, {Key: "remote_address", Value: "192.0.2.7"}}}}})
 	if err != nil || rl.GetOverallCode() != rlsv3.RateLimitResponse_OK || rl.GetStatuses()[0].GetCurrentLimit() == nil {
 		t.Errorf("ShouldRateLimit = %v, %v", rl, err)
@@ -58,4 +60,32 @@ func TestRunServesTheWaysIn(t *testing.T) {
 			t.Errorf("GET %s: status %d body %q, want %d", path, status, body, want)
 		}
 	}
+
+	// Each way in's decisions are told apart on /metrics (way_in): the
+	// check's, Envoy's and the sample API's (the embedded middleware's).
+	if status, body := get(t, p.url+"/api/items/1"); status != http.StatusOK {
+		t.Errorf("GET /api/items/1: status %d body %q", status, body)
+	}
+	m := metricsRE.FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("no metrics address printed:\n%s", p.out)
+	}
+	_, scrape := get(t, m[1])
+	for _, way := range []string{"check", "envoy", "middleware"} {
+		re := regexp.MustCompile(`(?m)^sluice_enforce_requests_total\{outcome="admitted",plan="[^"]*",route="GET /api/items/\{id\}",way_in="` + way + `"\} 1$`)
+		if !re.MatchString(scrape) {
+			t.Errorf("/metrics has no admitted decision with way_in=%q:\n%s", way, grepLines(scrape, "sluice_enforce_requests_total"))
+		}
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimSuffix(line, "\n"))
+		}
+	}
+	return strings.Join(out, "\n")
 }

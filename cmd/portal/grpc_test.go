@@ -74,7 +74,7 @@ func TestRunGRPCNeedsItsToken(t *testing.T) {
 	}
 	defer conn.Close()
 	c := rlsv3.NewRateLimitServiceClient(conn)
-	req := &rlsv3.RateLimitRequest{Domain: "sluice", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+	req := &rlsv3.RateLimitRequest{Domain: "demo", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
 		{Key: "method", Value: "GET"}, {Key: "path", Value: "/api/items/1"}, {Key: "remote_address", Value: "192.0.2.7"}}}}}
 	if _, err := c.ShouldRateLimit(context.Background(), req); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("without the token: %v, want Unauthenticated", err)

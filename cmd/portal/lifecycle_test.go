@@ -161,7 +161,7 @@ func getItem(ctx context.Context, base, secret string, wrote chan<- struct{}) (*
 // made want rate-limit decisions on route.
 func waitForDecisions(t *testing.T, metricsURL, route string, want int) {
 	t.Helper()
-	line := `sluice_enforce_decision_seconds_count{route="` + route + `"} ` + strconv.Itoa(want)
+	line := `sluice_enforce_decision_seconds_count{route="` + route + `",way_in="middleware"} ` + strconv.Itoa(want)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, body := get(t, metricsURL)

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/enforce/failover"
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/enforce/leased"
 	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/enforce/redisstore"
 	"github.com/sluicehq/sluice/internal/gateway"
@@ -106,7 +107,16 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		dashboardClient redis.UniversalClient
 		closers         []func()
 		quotaLedger     *ledger.Ledger
+		// shared is the Redis store leases are taken from (nil without
+		// Redis).
+		shared *redisstore.Store
 	)
+	// Traces first, so that every way out of here flushes them.
+	tracer, stopTracing, err := startTracing(ctx, d.cfg.Tracing, d.logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, stopTracing)
 	if d.redis != nil {
 		// The dashboards read (and the usage series are written) through a
 		// client of their own, apart from the decisions' connections.
@@ -145,7 +155,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 			// A sync region whose own Redis is down holds to its share.
 			fo.Local, lo.Local = region.LocalShare(mem, d.cfg.Region), mem
 		}
-		counters, limiter, dashboard = rs, failover.New(rs, fo), ds
+		counters, limiter, dashboard, shared = rs, failover.New(rs, fo), ds, rs
 		quotaLedger = ledger.New(limiter, d.pool, lo)
 	} else {
 		mem := memstore.New(memstore.Options{Registerer: metrics, MaxSubjects: d.cfg.MemoryMaxSubjects})
@@ -156,6 +166,16 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// records quota consumption in Postgres and rebuilds a counter the
 	// store lost (docs/failure.md, "Quotas survive a Redis restart").
 	limiter = quotaLedger
+
+	// Precision (issue 34): leased and local tiers are decided in memory
+	// around the exact store; exact ones pass through. Leases come from
+	// this region's Redis, so with regions every tier is decided exactly.
+	if shared != nil && d.cfg.Region.Mode == region.Shared {
+		lz := leased.New(limiter, shared, leased.Options{Instances: d.cfg.Instances, Logger: d.logger, MaxSubjects: d.cfg.MemoryMaxSubjects})
+		// First: what the leases hold goes back before Redis's clients close.
+		closers = append([]func(){func() { _ = lz.Close() }}, closers...)
+		limiter, dashboard = lz, lz.Dashboard(dashboard)
+	}
 
 	// Regions: this region's share of every limit, or its own counts plus
 	// its peers' (PORTAL_REGION_MODE); shared passes decisions through.
@@ -274,6 +294,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Settled:        usageHistory,
 		Shadow:         usageHistory,
 		SlotLease:      d.cfg.ConcurrencyLease,
+		Tracer:         tracer,
 	})
 
 	health := []web.HealthCheck{{Name: "Postgres", Check: d.pool.Ping}}
@@ -308,7 +329,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux.Handle("/api/", sampleapi.New(mw, sampleapi.Options{Logger: d.logger}))
 	// Gateways in front of other APIs ask here, any method (gateway.Check).
 	catalogs := gateway.CatalogFunc(func() *services.Catalog { return holder.Current().Services() })
-	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw, d.logger))
+	mux.Handle(gateway.CheckPath, gateway.NewCheck(catalogs, mw.WayIn(httplimit.WayInCheck), d.logger))
 	mux.Handle(gateway.ReleasePath, gateway.NewRelease(mw, d.logger))
 	// Services check a key and read its limits here, spending nothing
 	// (issue 36), with a service token: a door that takes a token, so
@@ -324,13 +345,13 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// name and by path, and by host name (sandboxed) around the whole mux
 	// below. The console's own origin never serves an upstream's content:
 	// its /proxy/ redirects to the proxy's listener (issue 30, item 1).
-	proxy := gateway.NewProxy(catalogs, mw, nil, d.logger)
+	proxy := gateway.NewProxy(catalogs, mw.WayIn(httplimit.WayInProxy), nil, d.logger)
 	mux.Handle(gateway.ProxyPrefix, d.proxyOrigin.ConsoleProxyPath())
 	if d.proxy != nil {
 		d.proxy.Handle("/", gateway.Listener(catalogs, proxy))
 	}
 	if d.grpc != nil {
-		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw, d.logger))
+		rlsv3.RegisterRateLimitServiceServer(d.grpc, gateway.NewRateLimitService(catalogs, mw.WayIn(httplimit.WayInEnvoy), gateway.RateLimitServiceOptions{Logger: d.logger, Registerer: metrics}))
 	}
 	// One bound on replays running at once, whichever way they come in.
 	replays := playground.NewRunner(playground.DefaultParallel)
@@ -382,6 +403,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		SSOPolicy:             d.cfg.SSO.policy(),
 		Mailer:                accountMailer(d, mailer),
 		PublicURL:             d.cfg.PublicURL,
+		Instances:             d.cfg.Instances,
 	}))
 
 	return gateway.ByHost(catalogs, proxy, mux), func() {

@@ -58,6 +58,18 @@ func TestRun(t *testing.T) {
 		if anon != "anonymous" || def != "free" {
 			t.Errorf("anonymous plan %q, default plan %q; want anonymous, free", anon, def)
 		}
+		// One tier is leased, so a newcomer sees a precision other than
+		// exact; every other tier is exact.
+		var leased []string
+		var exact int
+		if err := pool.QueryRow(ctx, `SELECT
+			(SELECT array_agg(p.slug || '-' || l.name) FROM plan_limits l JOIN plans p ON p.id = l.plan_id WHERE l.precision = 'leased'),
+			(SELECT count(*) FROM plan_limits WHERE precision = 'exact')`).Scan(&leased, &exact); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(leased, []string{"pro-global"}) || exact != 13 {
+			t.Errorf("leased tiers %v and %d exact ones, want pro-global alone and 13", leased, exact)
+		}
 	})
 
 	t.Run("SecondRunChangesNothing", func(t *testing.T) {

@@ -31,6 +31,8 @@ type demoLimit struct {
 	Cost      int    `json:"cost"`
 	Mode      string `json:"mode"`
 	Period    string `json:"period,omitempty"`
+	// Precision is "" for exact, the column's default.
+	Precision string `json:"precision,omitempty"`
 }
 
 // The sample API's routes, as net/http ServeMux patterns.
@@ -48,7 +50,9 @@ const (
 // demoPlans shows every algorithm and mode (limit names are per plan: clients
 // see "<plan>-<name>", e.g. "pro-search", in RateLimit-Policy): fixed and sliding windows for
 // plan-wide quotas, a token bucket for bursty reads, and a leaky bucket that
-// queues report jobs instead of rejecting them.
+// queues report jobs instead of rejecting them. Pro's plan-wide limit is
+// leased, so a newcomer sees a precision other than exact and its stated
+// bound on the plan's page and in the docs.
 var demoPlans = []demoPlan{
 	{
 		Slug: "anonymous", Name: "Anonymous", IsAnonymous: true,
@@ -76,7 +80,7 @@ var demoPlans = []demoPlan{
 		Slug: "pro", Name: "Pro",
 		Description: "Higher limits for production traffic.",
 		Limits: []demoLimit{
-			{Name: "global", Algorithm: "sliding_window_counter", Limit: 10000, WindowMS: hour},
+			{Name: "global", Algorithm: "sliding_window_counter", Limit: 10000, WindowMS: hour, Precision: "leased"},
 			{Name: "search", Route: routeSearch, Algorithm: "sliding_window_counter", Limit: 100, WindowMS: minute},
 			{Name: "items", Route: routeItem, Algorithm: "token_bucket", Limit: 600, WindowMS: minute, Burst: 50},
 			{Name: "reports", Route: routeReports, Algorithm: "leaky_bucket", Limit: 60, WindowMS: minute, Burst: 10, Mode: "queue"},
@@ -116,11 +120,15 @@ func seedDemo(ctx context.Context, tx pgx.Tx) ([]string, error) {
 			if l.Mode == "" {
 				l.Mode = "reject"
 			}
+			precision := l.Precision
+			if precision == "" {
+				precision = "exact"
+			}
 			var limitID int64
 			err := tx.QueryRow(ctx, `INSERT INTO plan_limits
-				(plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
-				id, l.Name, l.Route, l.Algorithm, l.Limit, l.WindowMS, l.Burst, l.Cost, l.Mode, pos, l.Period).Scan(&limitID)
+				(plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period, precision)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id`,
+				id, l.Name, l.Route, l.Algorithm, l.Limit, l.WindowMS, l.Burst, l.Cost, l.Mode, pos, l.Period, precision).Scan(&limitID)
 			if err != nil {
 				return nil, fmt.Errorf("create limit %s: %w", l.Name, err)
 			}

@@ -37,6 +37,10 @@ type Options struct {
 	// Endpoints are the operations documented (nil means SampleAPI()); a
 	// declared service's come from RouteEndpoints.
 	Endpoints []Endpoint
+	// Instances is how many instances of the API share its counters
+	// (PORTAL_INSTANCES; zero means one): a leased or local limit states
+	// its worst case with it.
+	Instances int
 	// Now is the moment the examples are computed at (zero means
 	// 2026-01-01T00:00:00Z, so that output is stable); its Unix time appears in
 	// the example X-RateLimit-Reset headers.
@@ -126,6 +130,13 @@ type LimitDoc struct {
 	Explanation string
 	// OverLimit says what you get past the limit in this limit's mode.
 	OverLimit string
+	// Precision is how exactly the limit is enforced across the API's
+	// instances: exact, leased or local.
+	Precision enforce.Precision
+	// PrecisionText says, for a leased or local limit, what that means for
+	// the caller (what the headers' Remaining is) and the stated worst
+	// case; "" for an exact one, which is what every limit was before.
+	PrecisionText string
 }
 
 // AlgorithmDoc explains one algorithm in general.
@@ -177,7 +188,7 @@ func Build(all []plans.Plan, opts Options) (Model, error) {
 		for _, l := range p.Limits {
 			used[l.Algorithm] = true
 			if l.Route == "" {
-				pd.Global = append(pd.Global, limitDoc(p.Slug, l))
+				pd.Global = append(pd.Global, limitDoc(p.Slug, l, opts.Instances))
 			}
 		}
 		m.Plans = append(m.Plans, pd)
@@ -199,12 +210,12 @@ func Build(all []plans.Plan, opts Options) (Model, error) {
 			if e.Limited {
 				for _, l := range p.Limits {
 					if l.Route == e.Route {
-						ep.Limits = append(ep.Limits, limitDoc(p.Slug, l))
+						ep.Limits = append(ep.Limits, limitDoc(p.Slug, l, opts.Instances))
 					}
 				}
 				for _, l := range p.Limits {
 					if l.Route == "" {
-						ep.Limits = append(ep.Limits, limitDoc(p.Slug, l))
+						ep.Limits = append(ep.Limits, limitDoc(p.Slug, l, opts.Instances))
 					}
 				}
 				if len(ep.Limits) > 0 {
@@ -237,7 +248,7 @@ func boolRank(b bool) int {
 	return 0
 }
 
-func limitDoc(planSlug string, l plans.Limit) LimitDoc {
+func limitDoc(planSlug string, l plans.Limit, instances int) LimitDoc {
 	cost := max(l.Cost, 1)
 	mode := l.Mode
 	if mode == "" {
@@ -246,7 +257,7 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 	d := LimitDoc{
 		Policy: plans.PolicyName(planSlug, l.Name), Route: l.Route, Algorithm: l.Algorithm, Mode: mode,
 		Limit: l.Limit, Window: l.Window, Burst: l.Burst, Cost: cost, WindowText: enforce.WindowText(l.Window),
-		Period: l.Period, CountPer: l.Input().CountPer,
+		Period: l.Period, CountPer: l.Input().CountPer, Precision: l.Precision.OrExact(),
 	}
 	if l.Algorithm == enforce.Quota {
 		d.WindowText = string(l.Period)
@@ -282,6 +293,7 @@ func limitDoc(planSlug string, l plans.Limit) LimitDoc {
 	}
 	d.Explanation = explain(d)
 	d.OverLimit = overLimit(d)
+	d.PrecisionText = precisionText(l.Enforce(planSlug), instances)
 	return d
 }
 

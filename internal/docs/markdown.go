@@ -69,7 +69,7 @@ func Markdown(m Model) string {
 			}
 			p("#### %s on `%s`\n\n", mdInline(m.Plans[i].Name), e.Route)
 			for _, l := range ep.Limits {
-				p("- `%s` (%s): %s %s\n", l.Policy, l.Rate, l.Explanation, l.OverLimit)
+				p("- `%s` (%s): %s %s%s\n", l.Policy, l.Rate, l.Explanation, l.OverLimit, spaced(l.PrecisionText))
 			}
 			p("\n")
 			if ex := ep.Examples; ex != nil {
@@ -212,4 +212,12 @@ func burstText(l LimitDoc) string {
 		return strconv.FormatInt(l.Burst, 10) + " queued"
 	}
 	return "n/a"
+}
+
+// spaced is s after a space, or nothing for an empty s.
+func spaced(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " " + s
 }

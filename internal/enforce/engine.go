@@ -91,6 +91,7 @@ type Engine struct {
 	store    Store
 	into     LayersAllower
 	slots    SlotStore
+	tally    Tallier
 	failOpen bool
 	lease    time.Duration
 }
@@ -100,6 +101,7 @@ func NewEngine(store Store, opts EngineOptions) *Engine {
 	e := &Engine{store: store, failOpen: opts.FailureMode == FailOpen, lease: cmp.Or(opts.SlotLease, DefaultSlotLease)}
 	e.into, _ = store.(LayersAllower)
 	e.slots, _ = store.(SlotStore)
+	e.tally = TallyOf(store)
 	return e
 }
 
@@ -170,6 +172,11 @@ func (e *Engine) decideSlots(ctx context.Context, req Request, layers []LayerRes
 	lease, sd, err := e.slots.AcquireSlots(ctx, sreq, e.lease)
 	if err != nil {
 		return Decision{}, nil, err
+	}
+	if e.tally != nil && (!sd.Allowed || len(rate) == 0) {
+		// No Allow will count it (the rate layers are only peeked, or
+		// there are none): the usage series count it here.
+		e.tally.Tally(req, sd.Allowed)
 	}
 	if len(rate) == 0 {
 		return sd, lease, nil

@@ -32,7 +32,7 @@ func ParseFailureMode(s string) (FailureMode, error) {
 }
 
 // ErrCircuitOpen is returned (wrapped, together with ErrStoreUnavailable) by
-// a FailoverStore without a local store while its circuit breaker is open:
+// a failover.Store without a local store while its circuit breaker is open:
 // the primary was not called at all.
 var ErrCircuitOpen = errors.New("circuit breaker open")
 

@@ -170,7 +170,7 @@ type Decision struct {
 	// exact reset instant whatever time the caller reads its own clock. The
 	// zero Time means the store did not say; callers then use their clock.
 	At time.Time
-	// Local is true when a FailoverStore's local store decided because the
+	// Local is true when a failover.Store's local store decided because the
 	// shared store was unreachable: the layers describe the local figures
 	// (each limit divided by the instance count), and the middleware marks
 	// the response with HeaderStoreDegraded "local".
@@ -200,7 +200,7 @@ type LayerResult struct {
 }
 
 // layersAllower is a Store that can write a decision's layers into a slice
-// the caller provides (MemoryStore.AllowInto), sparing an allocation.
+// the caller provides (memstore.Store.AllowInto), sparing an allocation.
 type LayersAllower interface {
 	AllowInto(ctx context.Context, req Request, layers []LayerResult) (Decision, error)
 }

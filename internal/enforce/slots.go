@@ -25,7 +25,7 @@ const Concurrency Algorithm = "concurrency"
 const DefaultSlotLease = 60 * time.Second
 
 // SlotStore holds the slots of concurrency limits. The memory store, the
-// Redis store and the FailoverStore implement it, beside Store; the
+// Redis store and the failover.Store implement it, beside Store; the
 // middleware finds it on its Store.
 //
 // AcquireSlots takes one slot of every limit of req (all of them

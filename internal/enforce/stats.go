@@ -8,7 +8,7 @@ import (
 // Usage statistics: both stores count admitted and rejected requests per
 // subject and route in 10-second buckets, kept for 65 minutes, so the
 // dashboards can draw the last hour. The Redis store tallies them in memory
-// and adds them to Redis once per RedisOptions.UsageFlush (default a second),
+// and adds them to Redis once per redisstore.Options.UsageFlush (default a second),
 // so other instances see a store's counts up to that late and a crash loses
 // at most that much; its own Usage flushes first and is exact. Peek counts
 // nothing.
@@ -48,4 +48,28 @@ func SortUsage(points []UsagePoint) {
 		}
 		return a.Bucket.Before(b.Bucket)
 	})
+}
+
+// Tallier is a store that counts, in the usage statistics its Usage reads,
+// a decision it did not make through Allow: a request refused by its
+// concurrency slots (whose rate layers were only peeked), or admitted by
+// slots alone, or decided from a lease.
+type Tallier interface {
+	Tally(req Request, allowed bool)
+}
+
+// TallyOf returns the Tallier of store or of the first store it wraps
+// (Unwrap) that has one, or nil.
+func TallyOf(store Store) Tallier {
+	for store != nil {
+		if t, ok := store.(Tallier); ok {
+			return t
+		}
+		u, ok := store.(interface{ Unwrap() Store })
+		if !ok {
+			return nil
+		}
+		store = u.Unwrap()
+	}
+	return nil
 }

@@ -135,7 +135,7 @@ func BenchmarkCheck(b *testing.B) {
 func BenchmarkRateLimitService(b *testing.B) {
 	f := benchFixture(b)
 	c := rlsClient(b, f)
-	req := &rlsv3.RateLimitRequest{Domain: "sluice", Descriptors: []*rlv3.RateLimitDescriptor{envoyDescriptor("GET", "/items/42", f.secret)}}
+	req := &rlsv3.RateLimitRequest{Domain: "shop", Descriptors: []*rlv3.RateLimitDescriptor{envoyDescriptor("GET", "/items/42", f.secret)}}
 	runCallers(b, func() error {
 		res, err := c.ShouldRateLimit(context.Background(), req)
 		if err != nil {

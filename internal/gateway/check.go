@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
-	"github.com/sluicehq/sluice/internal/requestlog"
 )
 
 // CheckPath is where the forward-auth endpoint is mounted.
@@ -48,7 +47,9 @@ const maxErrorBody = 4096
 // services' routes with ServeMux rules; a request matching none is held to
 // its plan-wide limits only, as the embedded middleware holds a request with
 // no pattern. The answer is 200 (admitted, with every rate-limit header for
-// the gateway to copy onto the response), 429 (rejected, with Retry-After and
+// the gateway to copy onto the response and the caller's identity for it to
+// pass to the upstream: HeaderKeyID, HeaderDeveloperID, HeaderPlan,
+// HeaderKeyScope), 429 (rejected, with Retry-After and
 // the JSON body), 401 (a bad key), 400 (the gateway sent no original method
 // or URI) or the engine's 503 when limits cannot be checked.
 type Check struct {
@@ -93,12 +94,16 @@ func firstOf(h http.Header, names ...string) string {
 	return ""
 }
 
-// admitted answers the gateway's question: yes. The headers are already
-// written by the engine. A request holding concurrency slots keeps them
+// admitted answers the gateway's question: yes. The rate-limit headers
+// are already written by the engine; the caller's identity (identity.go)
+// is added for the gateway to pass to the upstream. A request holding concurrency slots keeps them
 // past the check, whose gateway tells Sluice nothing when the request it
 // asked about completes: they last the lease (PORTAL_CONCURRENCY_LEASE)
 // unless released at ReleasePath with the token in HeaderLease.
 var admitted = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if caller, ok := httplimit.CallerFrom(r.Context()); ok {
+		setIdentity(w.Header(), caller)
+	}
 	if l := httplimit.KeepSlots(r.Context()); l != nil {
 		w.Header().Set(HeaderLease, l.Token())
 		w.Header().Set(HeaderLeaseExpires, strconv.FormatInt(l.Expires().Unix(), 10))
@@ -122,8 +127,7 @@ func (c *Check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &errorCapture{ResponseWriter: w}
 	// A key limited to reading or to routes is checked on the original
 	// request's method, not the check's own.
-	// The request log names this way in, and logs no upstream status.
-	r = r.WithContext(httplimit.WithWayIn(httplimit.WithOriginalMethod(r.Context(), o.Method), requestlog.WayCheck))
+	r = r.WithContext(httplimit.WithOriginalMethod(r.Context(), o.Method))
 	c.enforcer.Enforce(rec, r, route, admitted)
 	rec.finish()
 }

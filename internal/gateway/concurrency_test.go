@@ -65,8 +65,13 @@ func TestCheckHoldsConcurrencySlotsUntilReleased(t *testing.T) {
 		t.Errorf("RateLimit-Policy %q, want %q", got, want)
 	}
 	// The check returned, but the request it admitted is still in flight.
+	// Refused while the slot is held: Retry-After 1, not the lease's
+	// minute, since the slot frees whenever the request ends or is
+	// released (docs/limits.md says why).
 	if w := ask(); w.Code != http.StatusTooManyRequests || w.Header().Get(gateway.HeaderLease) != "" {
 		t.Fatalf("second check while the first holds the slot: %d, lease %q", w.Code, w.Header().Get(gateway.HeaderLease))
+	} else if ra := w.Header().Get("Retry-After"); ra != "1" || !strings.Contains(w.Body.String(), `"retry_after":1,`) {
+		t.Errorf("second check while the first holds the slot: Retry-After %q, body %s; want 1 in both", ra, w.Body)
 	}
 	if code := release(token); code != http.StatusNoContent {
 		t.Fatalf("release: %d, want 204", code)

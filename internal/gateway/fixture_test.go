@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -165,6 +166,16 @@ func (unreachableStore) Peek(context.Context, enforce.Request) (enforce.Decision
 type upstream struct {
 	*httptest.Server
 	served atomic.Int64
+	// last holds the headers of the last request served.
+	last atomic.Pointer[http.Header]
+}
+
+// lastHeader returns the headers of the last request the upstream served.
+func (u *upstream) lastHeader() http.Header {
+	if h := u.last.Load(); h != nil {
+		return *h
+	}
+	return http.Header{}
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -184,6 +195,8 @@ func newUpstreamWith(t testing.TB, echo bool) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.served.Add(1)
+		h := r.Header.Clone()
+		u.last.Store(&h)
 		if echo {
 			for _, h := range echoed {
 				if v := r.Header.Get(h); v != "" {
@@ -199,9 +212,9 @@ func newUpstreamWith(t testing.TB, echo bool) *upstream {
 			// The gateway configs strip the decision's headers from
 			// what the API receives, and Sluice's internal ones (the
 			// route, the error body, lease tokens): only the degrade
-			// marker goes on.
+			// marker and the caller's identity go on.
 			lower := strings.ToLower(name)
-			if strings.Contains(lower, "ratelimit") || strings.HasPrefix(lower, "sluice-") && name != "Sluice-Degraded" {
+			if strings.Contains(lower, "ratelimit") || strings.HasPrefix(lower, "sluice-") && name != "Sluice-Degraded" && !slices.Contains(gateway.IdentityHeaders, name) {
 				http.Error(w, "the upstream got "+name, http.StatusBadRequest)
 				return
 			}

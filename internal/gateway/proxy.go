@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/egress"
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
-	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/services"
 )
 
@@ -141,9 +140,6 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 				"The service's upstream could not be reached.")
 		},
 	}
-	// The request log names this way in, with the upstream's status and
-	// latency.
-	r = r.WithContext(httplimit.WithWayIn(r.Context(), requestlog.WayProxy))
 	p.enforcer.Enforce(w, r, route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Over a degrade-mode tier the engine marks the response; the
 		// upstream is told too, so it serves its reduced answer. A client's
@@ -152,6 +148,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, svc services.Servi
 		if d := w.Header().Get(httplimit.HeaderDegraded); d != "" {
 			r.Header.Set(httplimit.HeaderDegraded, d)
 		}
+		// The upstream is told who called, as a gateway tells it from a
+		// check's answer; a client's own claims are replaced.
+		caller, _ := httplimit.CallerFrom(r.Context())
+		setIdentity(r.Header, caller)
 		rp.ServeHTTP(w, r)
 	}))
 }

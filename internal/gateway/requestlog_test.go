@@ -57,10 +57,19 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 	// The reverse proxy in front of an upstream.
 	api := newUpstream(t)
 	f.setUpstream(t, api.URL)
-	proxy := f.proxyServer(t)
+	// Each way in through its own copy of the middleware, as cmd/portal
+	// wires them (Middleware.WayIn names the way in in the log).
+	proxy := httptest.NewServer(gateway.Listener(f.catalogs(), gateway.NewProxy(f.catalogs(), f.mw.WayIn(httplimit.WayInProxy), nil, f.logger)))
+	t.Cleanup(proxy.Close)
 	// Forward auth and Envoy.
-	check := f.checkServer(t)
+	checkMux := http.NewServeMux()
+	checkMux.Handle(gateway.CheckPath, gateway.NewCheck(f.catalogs(), f.mw.WayIn(httplimit.WayInCheck), f.logger))
+	check := httptest.NewServer(checkMux)
+	t.Cleanup(check.Close)
+	envoy := f.mw
+	f.mw = f.mw.WayIn(httplimit.WayInEnvoy)
 	rls := rlsClient(t, f)
+	f.mw = envoy
 
 	// Admissions are logged once the answer has gone out; a server serves
 	// one connection's requests in turn, so with one connection per
@@ -107,7 +116,7 @@ func TestEveryWayInLogsItsDecisions(t *testing.T) {
 			return send(t, proxy.URL+gateway.ProxyPrefix+"shop/items/"+strconv.Itoa(i), f.secret)
 		}, true, http.StatusOK},
 		{requestlog.WayEnvoy, func(t *testing.T, i int) int {
-			res, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "sluice",
+			res, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shop",
 				Descriptors: []*rlv3.RateLimitDescriptor{envoyDescriptor("GET", "/items/"+strconv.Itoa(i), f.secret)}})
 			if err != nil {
 				t.Fatal(err)

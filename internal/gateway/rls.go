@@ -6,13 +6,18 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
+	"github.com/sluicehq/sluice/internal/services"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -34,28 +39,40 @@ const (
 // RateLimitService is Envoy's rate-limit service
 // (envoy.service.ratelimit.v3.RateLimitService) over Sluice's engine.
 //
-// Each descriptor of a request is one decision, made by the engine's
-// middleware exactly as for a request through the embedded middleware with
-// the same key, address and route:
+// The request's domain names the Sluice service it is for: the service's
+// slug, or else its name. A domain naming no service is answered with the
+// gRPC error NotFound (Envoy then applies failure_mode_deny), counted in
+// sluice_envoy_unknown_total{what="domain"} and logged at most once a
+// minute.
 //
-//   - the route is the "route" entry (a declared pattern) or else the
-//     "method", "path" (with query) and optional "host" entries, matched
-//     against the declared services' routes; neither, or no match: only
-//     plan-wide limits apply;
+// A request is one decision, however many descriptors it carries, made by
+// the engine's middleware exactly as for a request through the embedded
+// middleware with the same key, address and route. The entries of all of
+// its descriptors describe that one request (the first value of an entry
+// wins):
+//
+//   - the route is the "route" entry (one of the service's declared
+//     patterns) or else the "method", "path" (with query) and optional
+//     "host" entries, matched against the service's routes; neither, or no
+//     match: only plan-wide limits apply;
 //   - the caller is the "api_key" entry, or the "authorization" entry
 //     ("Bearer <key>"), else anonymous by "remote_address";
 //   - hits_addend (0 means 1) multiplies each limit's cost.
 //
-// A descriptor with none of these entries is not Sluice's: it is answered
-// OK with no current limit and consumes nothing, so Sluice can share a
-// domain with other rate-limit descriptors. The answer is OVER_LIMIT when
-// any descriptor is over its limit or has a bad key (401 in the
-// embedded middleware; its JSON body is then the raw_body Envoy sends), and
-// OVER_LIMIT too when limits cannot be checked and the failure mode is
-// closed. Every descriptor status carries the binding limit (requests per
-// unit, unit and multiplier), what remains and the time until reset; the
-// rate-limit headers (draft-11 RateLimit and RateLimit-Policy, the
-// X-RateLimit trio and, over the limit, Retry-After) are in
+// Every descriptor with one of these entries gets the decision's status. A
+// descriptor with none of them is not Sluice's: it is answered OK with no
+// current limit and consumes nothing, so Sluice can share a domain with
+// other rate-limit descriptors; since it may also be a mistake (an action
+// Sluice does not read), it is counted in
+// sluice_envoy_unknown_total{what="descriptor"} and logged, with its entry
+// keys and never their values, at most once a minute. The answer is
+// OVER_LIMIT when the request is over its limit or has a bad key (401 in
+// the embedded middleware; its JSON body is then the raw_body Envoy sends),
+// and OVER_LIMIT too when limits cannot be checked and the failure mode is
+// closed. Every Sluice descriptor status carries the binding limit
+// (requests per unit, unit and multiplier), what remains and the time until
+// reset; the rate-limit headers (draft-11 RateLimit and RateLimit-Policy,
+// the X-RateLimit trio and, over the limit, Retry-After) are in
 // response_headers_to_add.
 //
 // Envoy never reports when a request it asked about completes, so the
@@ -70,6 +87,7 @@ type RateLimitService struct {
 	catalogs Catalogs
 	enforcer Checker
 	log      *slog.Logger
+	unknown  *unknownCounts
 }
 
 // Checker decides a request that is not an http.Request, with a request
@@ -78,84 +96,136 @@ type Checker interface {
 	Check(ctx context.Context, cred httplimit.Credentials, route string, hits int64) httplimit.Verdict
 }
 
+// RateLimitServiceOptions configures NewRateLimitService; the zero value
+// discards logs and registers no metrics.
+type RateLimitServiceOptions struct {
+	// Logger receives the unknown domains and descriptors, at most once a
+	// minute each; never an entry's value.
+	Logger *slog.Logger
+	// Registerer, when set, receives sluice_envoy_unknown_total{what}.
+	Registerer prometheus.Registerer
+}
+
 // NewRateLimitService returns the service; register it with
 // rlsv3.RegisterRateLimitServiceServer.
-func NewRateLimitService(catalogs Catalogs, enforcer Checker, logger *slog.Logger) *RateLimitService {
+func NewRateLimitService(catalogs Catalogs, enforcer Checker, opts RateLimitServiceOptions) *RateLimitService {
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &RateLimitService{catalogs: catalogs, enforcer: enforcer, log: logger}
+	return &RateLimitService{catalogs: catalogs, enforcer: enforcer, log: logger, unknown: newUnknownCounts(opts.Registerer)}
 }
 
-// ShouldRateLimit decides every descriptor of req.
+// ShouldRateLimit decides req once, for all its descriptors.
 func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	res := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
-	hits := int64(max(req.GetHitsAddend(), 1))
-	for _, d := range req.GetDescriptors() {
-		st, v := s.decide(ctx, d, hits)
-		res.Statuses = append(res.Statuses, st)
-		if st.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
-			if v != nil && res.OverallCode == rlsv3.RateLimitResponse_OK {
-				res.ResponseHeadersToAdd = headersToAdd(v.Header)
-			}
-			continue
+	catalog := s.catalogs.Catalog()
+	svc, ok := serviceForDomain(catalog, req.GetDomain())
+	if !ok {
+		s.unknown.domainSeen(ctx, s.log, req.GetDomain())
+		return nil, status.Errorf(codes.NotFound,
+			"the domain %q names no Sluice service: set the rate-limit filter's domain to the slug of the service this API is declared as", clip(req.GetDomain()))
+	}
+	descs := req.GetDescriptors()
+	res := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))}
+	var a ask
+	sluices := make([]bool, len(descs))
+	for i, d := range descs {
+		if sluices[i] = a.read(d); !sluices[i] {
+			s.unknown.descriptorSeen(ctx, s.log, svc.Slug, d)
 		}
-		if res.OverallCode == rlsv3.RateLimitResponse_OK {
-			// The first refusal is the one the client sees.
+	}
+	var v httplimit.Verdict
+	if a.known { // else nothing here is Sluice's: no decision, nothing spent
+		v = s.decide(ctx, catalog, svc, a, int64(max(req.GetHitsAddend(), 1)))
+		res.ResponseHeadersToAdd = headersToAdd(v.Header)
+		if v.Status != http.StatusOK {
 			res.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			res.ResponseHeadersToAdd = headersToAdd(v.Header)
 			res.RawBody = v.Body
 		}
+	}
+	for i := range descs {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		if sluices[i] {
+			st.Code = res.OverallCode
+			fillStatus(st, v.Outcome)
+		}
+		res.Statuses[i] = st
 	}
 	return res, nil
 }
 
-// decide runs one descriptor through the engine; the verdict is nil for a
-// descriptor that is not Sluice's.
-func (s *RateLimitService) decide(ctx context.Context, d *rlv3.RateLimitDescriptor, hits int64) (*rlsv3.RateLimitResponse_DescriptorStatus, *httplimit.Verdict) {
-	var method, path, host, route, key, auth, addr string
+// serviceForDomain is the service a request's domain names: by slug, else
+// by name.
+func serviceForDomain(c *services.Catalog, domain string) (services.Service, bool) {
+	if svc, ok := c.Service(domain); ok {
+		return svc, true
+	}
+	for _, svc := range c.Services() {
+		if domain != "" && svc.Name == domain {
+			return svc, true
+		}
+	}
+	return services.Service{}, false
+}
+
+// ask is the one request a rate-limit request's descriptors describe.
+type ask struct {
+	method, path, host, route, key, auth, addr string
+	// known is true once an entry Sluice reads was seen.
+	known bool
+}
+
+// read takes d's entries into a, keeping values already set, and reports
+// whether d has an entry Sluice reads.
+func (a *ask) read(d *rlv3.RateLimitDescriptor) bool {
 	known := false
 	for _, e := range d.GetEntries() {
-		v := e.GetValue()
+		var field *string
 		switch e.GetKey() {
 		case EntryRoute:
-			route = v
+			field = &a.route
 		case EntryMethod:
-			method = v
+			field = &a.method
 		case EntryPath:
-			path = v
+			field = &a.path
 		case EntryHost:
-			host = v
+			field = &a.host
 		case EntryAPIKey:
-			key = v
+			field = &a.key
 		case EntryAuthorization:
-			auth = v
+			field = &a.auth
 		case EntryRemoteAddress:
-			addr = v
+			field = &a.addr
 		default:
 			continue
 		}
 		known = true
+		if *field == "" {
+			*field = e.GetValue()
+		}
 	}
-	if !known {
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}, nil
-	}
-	if route == "" && method != "" && path != "" {
-		if _, p, ok := s.catalogs.Catalog().Match(method, host, path); ok {
+	a.known = a.known || known
+	return known
+}
+
+// decide runs the request a describes, on svc's routes, through the
+// engine.
+func (s *RateLimitService) decide(ctx context.Context, catalog *services.Catalog, svc services.Service, a ask, hits int64) httplimit.Verdict {
+	route := ""
+	if a.route != "" {
+		if slices.Contains(svc.Routes, a.route) {
+			route = a.route
+		}
+	} else if a.method != "" && a.path != "" {
+		if matched, p, ok := catalog.Match(a.method, a.host, a.path); ok && matched.Slug == svc.Slug {
 			route = p
 		}
 	}
-	cred := httplimit.Credentials{APIKey: key, Authorization: auth, Method: method}
-	if a, err := netip.ParseAddr(addr); err == nil {
-		cred.Addr = a
+	cred := httplimit.Credentials{APIKey: a.key, Authorization: a.auth, Method: a.method}
+	if addr, err := netip.ParseAddr(a.addr); err == nil {
+		cred.Addr = addr
 	}
-	v := s.enforcer.Check(ctx, cred, route, hits)
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	if v.Status != http.StatusOK {
-		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-	}
-	fillStatus(st, v.Outcome)
-	return st, &v
+	return s.enforcer.Check(ctx, cred, route, hits)
 }
 
 // rateLimitHeaders are copied into response_headers_to_add, in this order.

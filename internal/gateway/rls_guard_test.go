@@ -29,7 +29,7 @@ func guardedRLS(t *testing.T, f *fixture, token string, trusted []netip.Prefix) 
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(gateway.RateLimitServiceGuard(token, trusted)))
-	rlsv3.RegisterRateLimitServiceServer(srv, gateway.NewRateLimitService(f.catalogs(), f.mw, f.logger))
+	rlsv3.RegisterRateLimitServiceServer(srv, gateway.NewRateLimitService(f.catalogs(), f.mw, gateway.RateLimitServiceOptions{Logger: f.logger}))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -41,7 +41,7 @@ func guardedRLS(t *testing.T, f *fixture, token string, trusted []netip.Prefix) 
 }
 
 func anonymousAsk(addr string) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "sluice", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+	return &rlsv3.RateLimitRequest{Domain: "shop", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
 		{Key: gateway.EntryMethod, Value: "GET"}, {Key: gateway.EntryPath, Value: "/orders"},
 		{Key: gateway.EntryRemoteAddress, Value: addr}}}}}
 }

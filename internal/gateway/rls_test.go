@@ -23,7 +23,7 @@ func rlsClient(t testing.TB, f *fixture) rlsv3.RateLimitServiceClient {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	rlsv3.RegisterRateLimitServiceServer(srv, gateway.NewRateLimitService(f.catalogs(), f.mw, f.logger))
+	rlsv3.RegisterRateLimitServiceServer(srv, gateway.NewRateLimitService(f.catalogs(), f.mw, gateway.RateLimitServiceOptions{Logger: f.logger}))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -63,7 +63,7 @@ func TestRateLimitService(t *testing.T) {
 	ctx := context.Background()
 	ask := func(hits uint32, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
 		t.Helper()
-		res, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "sluice", Descriptors: ds, HitsAddend: hits})
+		res, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shop", Descriptors: ds, HitsAddend: hits})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,12 +117,12 @@ func TestRateLimitService(t *testing.T) {
 	t.Run("HitsBeyondWhatRemainsConsumeNothing", func(t *testing.T) {
 		f := newFixture(t, nil)
 		c := rlsClient(t, f)
-		res, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{HitsAddend: itemsLimit + 1,
+		res, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shop", HitsAddend: itemsLimit + 1,
 			Descriptors: []*rlv3.RateLimitDescriptor{envoyDescriptor("GET", "/items/1", f.secret)}})
 		if err != nil || res.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
 			t.Fatalf("%d hits on a limit of %d: %v, %v", itemsLimit+1, itemsLimit, res, err)
 		}
-		res, err = c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{HitsAddend: itemsLimit,
+		res, err = c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shop", HitsAddend: itemsLimit,
 			Descriptors: []*rlv3.RateLimitDescriptor{envoyDescriptor("GET", "/items/1", f.secret)}})
 		if err != nil || res.GetOverallCode() != rlsv3.RateLimitResponse_OK || res.GetStatuses()[0].GetLimitRemaining() != 0 {
 			t.Fatalf("then exactly the limit: %v, %v; want OK with 0 remaining", res, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/snapshot"
 )
@@ -41,8 +42,12 @@ func TestProxySettlesTheCostTheUpstreamReports(t *testing.T) {
 	}))
 	t.Cleanup(api.Close)
 	f.setUpstream(t, api.URL)
-	srv := f.proxyServer(t)
-	check := f.checkServer(t)
+	srv := httptest.NewServer(gateway.Listener(f.catalogs(), gateway.NewProxy(f.catalogs(), f.mw.WayIn(httplimit.WayInProxy), nil, f.logger)))
+	t.Cleanup(srv.Close)
+	checkMux := http.NewServeMux()
+	checkMux.Handle(gateway.CheckPath, gateway.NewCheck(f.catalogs(), f.mw.WayIn(httplimit.WayInCheck), f.logger))
+	check := httptest.NewServer(checkMux)
+	t.Cleanup(check.Close)
 
 	used := func() int64 {
 		t.Helper()

@@ -60,7 +60,7 @@ func TestOneLimitWhicheverWayIn(t *testing.T) {
 			return res.StatusCode == http.StatusOK
 		}},
 		{"envoy", func(i int) bool {
-			res, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "sluice",
+			res, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shop",
 				Descriptors: []*rlv3.RateLimitDescriptor{envoyDescriptor("GET", "/items/"+strconv.Itoa(i), f.secret)}})
 			if err != nil {
 				t.Fatal(err)

@@ -112,7 +112,7 @@ func TestSpellingsCountUnderTheRoute(t *testing.T) {
 			return admittedStatus(t, w.Code)
 		}},
 		{"Envoy", func(t *testing.T, uri, key string) bool {
-			res, err := rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "sluice",
+			res, err := rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: services.DemoSlug,
 				Descriptors: []*rlv3.RateLimitDescriptor{envoyDescriptor("GET", uri, key)}})
 			if err != nil {
 				t.Fatal(err)

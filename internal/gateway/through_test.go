@@ -114,6 +114,8 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 	if v, ok := res.Header["X-Ratelimit-Limit"]; ok {
 		t.Errorf("POST /orders has no limit but carries X-RateLimit-Limit %q", v)
 	}
+	identityThroughGateway(t, f, api, base)
+
 	res = get(t, "GET", base+"/items/1", "sk_live_unknown")
 	body, _ = io.ReadAll(res.Body)
 	res.Body.Close()
@@ -125,8 +127,8 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 		t.Errorf("401 WWW-Authenticate %q, want it once", v)
 	}
 	noInternalHeaders(t, "401", res)
-	if n := api.served.Load(); n != itemsLimit+4 {
-		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+4)
+	if n := api.served.Load(); n != itemsLimit+6 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+6)
 	}
 
 	if f.check.Load() == nil {
@@ -164,8 +166,8 @@ func throughGateway(t *testing.T, f *fixture, api *upstream, base string) {
 	}
 	noInternalHeaders(t, "503", res)
 	f.useCheck(gateway.NewCheck(f.catalogs(), f.mw, f.logger))
-	if n := api.served.Load(); n != itemsLimit+5 {
-		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+5)
+	if n := api.served.Load(); n != itemsLimit+7 {
+		t.Errorf("the upstream served %d requests, want %d", n, itemsLimit+7)
 	}
 }
 
@@ -181,6 +183,76 @@ func noInternalHeaders(t *testing.T, what string, res *http.Response) {
 	for name, v := range res.Header {
 		if len(v) > 1 {
 			t.Errorf("%s: %s sent %d times: %q", what, name, len(v), v)
+		}
+	}
+}
+
+// identityThroughGateway sends a keyed and an anonymous request, each
+// claiming someone else's identity, and checks that the API receives who
+// really called: the key's id, developer and plan for the first, nothing of
+// a key for the second, never the client's claims. Through a gateway (not
+// the portal's own proxy, which passes the key on) the API never sees the
+// key.
+func identityThroughGateway(t *testing.T, f *fixture, api *upstream, base string) {
+	t.Helper()
+	spoof := func(req *http.Request) {
+		req.Header.Set(gateway.HeaderKeyID, "999")
+		req.Header.Set(gateway.HeaderDeveloperID, "999")
+		req.Header.Set(gateway.HeaderPlan, "enterprise")
+		req.Header.Set(gateway.HeaderKeyScope, `{"read_only":false}`)
+	}
+	for _, tc := range []struct {
+		name string
+		key  string
+		want map[string]string // "" for absent
+	}{
+		{"Keyed", f.secret, map[string]string{
+			gateway.HeaderKeyID:       strconv.FormatInt(f.key.ID, 10),
+			gateway.HeaderDeveloperID: strconv.FormatInt(f.key.UserID, 10),
+			gateway.HeaderPlan:        f.plan.Slug,
+			gateway.HeaderKeyScope:    "",
+		}},
+		{"Anonymous", "", map[string]string{
+			gateway.HeaderKeyID:       "",
+			gateway.HeaderDeveloperID: "",
+			gateway.HeaderPlan:        "", // the fixture has no anonymous plan
+			gateway.HeaderKeyScope:    "",
+		}},
+	} {
+		req, err := http.NewRequest("POST", base+"/orders", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.key != "" {
+			req.Header.Set("X-API-Key", tc.key)
+		}
+		spoof(req)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(body) != "served POST /orders" {
+			t.Fatalf("%s: status %d body %q, want the API's 200", tc.name, res.StatusCode, body)
+		}
+		got := api.lastHeader()
+		for name, want := range tc.want {
+			if v := got.Values(name); want == "" && len(v) != 0 || want != "" && (len(v) != 1 || v[0] != want) {
+				t.Errorf("%s: the API got %s %q, want %q", tc.name, name, v, want)
+			}
+		}
+		for _, name := range gateway.IdentityHeaders {
+			if v, ok := res.Header[http.CanonicalHeaderKey(name)]; ok {
+				t.Errorf("%s: the client got %s %q", tc.name, name, v)
+			}
+		}
+		if f.check.Load() != nil {
+			for _, name := range []string{"Authorization", "X-Api-Key"} {
+				if v, ok := got[name]; ok {
+					t.Errorf("%s: the API got the caller's %s %q", tc.name, name, v)
+				}
+			}
 		}
 	}
 }

@@ -15,7 +15,7 @@
 // before it is used again; what can be missing is what other instances
 // admitted in their last flush interval, not yet in Postgres.
 //
-// While the shared store is down and a FailoverStore decides locally, the
+// While the shared store is down and a failover.Store decides locally, the
 // local counters are set from the ledger too (each instance its share of
 // what is left of the quota), the local admissions are tallied into the
 // ledger like any other, and once the shared store answers again they are
@@ -58,10 +58,10 @@ type Adjuster interface {
 
 // Options configure New.
 type Options struct {
-	// Shared is the counting store behind the decisions (the RedisStore,
-	// or the MemoryStore of a single instance).
+	// Shared is the counting store behind the decisions (the redisstore.Store,
+	// or the memstore.Store of a single instance).
 	Shared Adjuster
-	// Local is a FailoverStore's local store, nil without one.
+	// Local is a failover.Store's local store, nil without one.
 	Local Adjuster
 	// FlushInterval is how often the tally is written (DefaultFlushInterval).
 	FlushInterval time.Duration

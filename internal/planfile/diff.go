@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/services"
 )
@@ -106,7 +107,11 @@ func show(v any) string {
 		if x.CostHeader != "" {
 			fmt.Fprintf(&b, "cost from %s, ", x.CostHeader)
 		}
-		fmt.Fprintf(&b, "%s, per %s)", x.Mode, x.CountPer)
+		fmt.Fprintf(&b, "%s, per %s", x.Mode, x.CountPer)
+		if x.Precision != "" && x.Precision != string(enforce.PrecisionExact) {
+			fmt.Fprintf(&b, ", %s", x.Precision)
+		}
+		b.WriteString(")")
 		return b.String()
 	}
 	return fmt.Sprint(v)
@@ -270,6 +275,7 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 		add(p+"count_per", old.CountPer, l.CountPer)
 		add(p+"count_when", old.CountWhen, l.CountWhen)
 		add(p+"cost_header", old.CostHeader, l.CostHeader)
+		add(p+"precision", old.Precision, l.Precision)
 	}
 	// Order is what the dashboard and the docs show; a reorder alone is
 	// a change too.
@@ -286,5 +292,5 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 func tierOf(l plans.LimitInput) Tier {
 	return Tier{Name: l.Name, Route: l.Route, Algorithm: l.Algorithm, Limit: l.Limit,
 		WindowSeconds: l.WindowSeconds, Burst: l.Burst, Cost: l.Cost, Mode: l.Mode, Period: l.Period,
-		CountPer: l.CountPer, CountWhen: l.CountWhen, CostHeader: l.CostHeader}
+		CountPer: l.CountPer, Precision: l.Precision, CountWhen: l.CountWhen, CostHeader: l.CostHeader}
 }

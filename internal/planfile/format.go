@@ -74,6 +74,9 @@ type Tier struct {
 	// CountPer is whose state the tier counts: key or developer; left out
 	// for the usual rule (per key on a route, per developer plan-wide).
 	CountPer string `yaml:"count_per,omitempty" json:"count_per,omitempty"`
+	// Precision is how exactly the tier is enforced across instances:
+	// exact, leased or local; left out for exact, the default.
+	Precision string `yaml:"precision,omitempty" json:"precision,omitempty"`
 	// CountWhen is which responses the cost counts for: success or error;
 	// left out for always.
 	CountWhen string `yaml:"count_when,omitempty" json:"count_when,omitempty"`
@@ -97,7 +100,8 @@ func (p Plan) Input() plans.PlanInput {
 		in.Limits[i] = plans.LimitInput{
 			Name: strings.TrimSpace(t.Name), Route: strings.TrimSpace(t.Route), Algorithm: t.Algorithm, Mode: t.Mode,
 			Limit: t.Limit, WindowSeconds: t.WindowSeconds, Burst: t.Burst, Cost: t.Cost, Period: t.Period,
-			CountPer: strings.TrimSpace(t.CountPer), CountWhen: strings.TrimSpace(t.CountWhen), CostHeader: t.CostHeader,
+			CountPer: strings.TrimSpace(t.CountPer), Precision: strings.TrimSpace(t.Precision),
+			CountWhen: strings.TrimSpace(t.CountWhen), CostHeader: t.CostHeader,
 		}
 	}
 	// The documented defaults, filled as the plans package fills them, so
@@ -160,6 +164,10 @@ func FromState(ps []plans.Plan, ss []services.Service) File {
 			// as they were.
 			if c := l.Input().CountPer; c != plans.DefaultCountPer(l.Route) {
 				t.CountPer = c
+			}
+			// Likewise only a tier that is not exact says its precision.
+			if l.Precision.OrExact() != enforce.PrecisionExact {
+				t.Precision = string(l.Precision)
 			}
 			fp.Limits = append(fp.Limits, t)
 		}

@@ -29,8 +29,9 @@ var shapeRoutes = []string{routeSearch, routeItems, "GET /api/rate-limit-status"
 // algorithm plan-wide and on a route, every quota period side by side on
 // one route, concurrency limits rejecting and queueing, shadow tiers of
 // every algorithm, degrade and queue modes, buckets with and without a
-// burst, a cost above 1, and both ways of counting (per key plan-wide,
-// per developer on a route). Windows are given to every tier, as the
+// burst, a cost above 1, both ways of counting (per key plan-wide, per
+// developer on a route), and every precision an algorithm may have (exact
+// said and unsaid, leased, local). Windows are given to every tier, as the
 // dashboard's form sends them, even where the algorithm has no use for
 // one.
 func tierShapes() [][]plans.LimitInput {
@@ -44,8 +45,9 @@ func tierShapes() [][]plans.LimitInput {
 		{"token_bucket", 1, 0}, {"token_bucket", 60, 25}, {"leaky_bucket", 1, 0}, {"leaky_bucket", 60, 7},
 	}
 	var sets [][]plans.LimitInput
+	precisions := []string{"", "leased", "local", "exact"}
 	// Every rate algorithm, plan-wide and on a route, counted both ways,
-	// enforced and in shadow.
+	// enforced and in shadow, of every precision.
 	for i, a := range rates {
 		var set []plans.LimitInput
 		for j, route := range []string{"", routeItems} {
@@ -57,6 +59,7 @@ func tierShapes() [][]plans.LimitInput {
 				set = append(set, plans.LimitInput{
 					Name: fmt.Sprintf("r%d-%d-%d", i, j, k), Route: route, Algorithm: a.name, Mode: mode,
 					Limit: 100 + int64(k), WindowSeconds: a.window + int64(k), Burst: a.burst, Cost: int64(1 + j), CountPer: countPer,
+					Precision: precisions[(j*3+k)%len(precisions)],
 				})
 			}
 		}
@@ -74,6 +77,7 @@ func tierShapes() [][]plans.LimitInput {
 			quotas = append(quotas, plans.LimitInput{
 				Name: fmt.Sprintf("q-%d-%s", j, period), Route: route, Algorithm: "quota", Mode: mode,
 				Limit: 1000 * int64(k+1), WindowSeconds: 60, Cost: int64(j + 1), Period: period,
+				Precision: []string{"", "exact", ""}[k],
 			})
 		}
 	}
@@ -83,17 +87,18 @@ func tierShapes() [][]plans.LimitInput {
 	// Concurrency: reject and queue, plan-wide and on a route, in shadow,
 	// counted per key plan-wide.
 	sets = append(sets, []plans.LimitInput{
-		{Name: "in-flight", Algorithm: "concurrency", Limit: 4, WindowSeconds: 60},
+		{Name: "in-flight", Algorithm: "concurrency", Limit: 4, WindowSeconds: 60, Precision: "exact"},
 		{Name: "in-flight-items", Route: routeItems, Algorithm: "concurrency", Limit: 2, WindowSeconds: 60, Mode: "queue"},
 		{Name: "in-flight-key", Algorithm: "concurrency", Limit: 3, WindowSeconds: 60, Mode: "shadow", CountPer: plans.CountPerKey},
 	})
 	// Modes that need a place: degrade on the route with a reduced
 	// answer, queue on a leaky bucket, beside a concurrency queue.
 	sets = append(sets, []plans.LimitInput{
-		{Name: "search-degrade", Route: routeSearch, Algorithm: "sliding_window_counter", Limit: 30, WindowSeconds: 60, Mode: "degrade"},
+		{Name: "search-degrade", Route: routeSearch, Algorithm: "sliding_window_counter", Limit: 30, WindowSeconds: 60, Mode: "degrade", Precision: "local"},
 		{Name: "search-queue", Route: routeSearch, Algorithm: "leaky_bucket", Limit: 10, WindowSeconds: 1, Burst: 5, Mode: "queue"},
 		{Name: "search-slots", Route: routeSearch, Algorithm: "concurrency", Limit: 2, Mode: "queue"},
 		{Name: "search-quota", Route: routeSearch, Algorithm: "quota", Limit: 500, Period: "month", Mode: "degrade"},
+		{Name: "search-leased", Route: routeSearch, Algorithm: "token_bucket", Limit: 5000, WindowSeconds: 60, Precision: "leased"},
 	})
 	// Costs settled after the response: counting successes or errors
 	// only, and a cost from a response header (typed in lower case, kept
@@ -218,6 +223,14 @@ func TestExportWritesOnlyTheFieldsATierUses(t *testing.T) {
 		if seen[algo] == 0 {
 			t.Errorf("no %s tier exported:\n%s", algo, b)
 		}
+	}
+	for _, p := range []string{"precision: leased", "precision: local"} {
+		if !strings.Contains(string(b), p) {
+			t.Errorf("no tier exported with %s:\n%s", p, b)
+		}
+	}
+	if strings.Contains(string(b), "precision: exact") {
+		t.Errorf("an exact tier's precision, the default, is written:\n%s", b)
 	}
 	for _, want := range []string{"count_when: success", "count_when: error", "cost_header: X-Tokens-Used"} {
 		if !strings.Contains(string(b), want) {

@@ -85,7 +85,10 @@ type Limit struct {
 	// CountPer is whose state the tier counts: CountPerKey (each API key on
 	// its own) or CountPerDeveloper (all of a developer's keys together).
 	CountPer string `json:"count_per"`
-	Position int    `json:"position"`
+	// Precision is how exactly the tier is enforced across instances:
+	// exact (stored for every tier that does not ask), leased or local.
+	Precision enforce.Precision `json:"precision"`
+	Position  int               `json:"position"`
 }
 
 // Whose state a tier counts (Limit.CountPer, LimitInput.CountPer).
@@ -179,7 +182,19 @@ func (l Limit) Enforce(planSlug string) enforce.Limit {
 		// together, and an endpoint tier counts per key; a tier may say
 		// otherwise (CountPer).
 		PerKey: l.countPer() == CountPerKey,
+		// The engine's zero precision is exact, so an exact tier's limit
+		// is the one it always was.
+		Precision: enginePrecision(l.Precision),
 	}
+}
+
+// enginePrecision is p as the engine takes it: "" for exact.
+func enginePrecision(p enforce.Precision) enforce.Precision {
+	if p.OrExact() == enforce.PrecisionExact {
+		return ""
+	}
+	return p
+
 }
 
 // countWhen is the engine's CountWhen for a tier's: "" for always.
@@ -212,6 +227,7 @@ func (l Limit) Input() LimitInput {
 		Cost:          l.Cost,
 		Period:        string(l.Period),
 		CountPer:      l.countPer(),
+		Precision:     string(l.Precision.OrExact()),
 		CountWhen:     string(l.CountWhen),
 		CostHeader:    l.CostHeader,
 	}
@@ -265,6 +281,10 @@ type LimitInput struct {
 	// own) or "developer" (all of a developer's keys together); "" means
 	// per key for an endpoint tier and per developer for a plan-wide one.
 	CountPer string `json:"count_per,omitempty"`
+	// Precision is how exactly the tier is enforced across instances:
+	// "exact" (the default, also for ""), "leased" or "local";
+	// enforce.ValidatePrecision says which algorithms may have which.
+	Precision string `json:"precision,omitempty"`
 	// CountWhen is which responses the cost counts for: "always" (the
 	// default, also ""), "success" (1xx-3xx) or "error" (4xx-5xx).
 	CountWhen string `json:"count_when,omitempty"`
@@ -297,6 +317,10 @@ func (in LimitInput) normalized() LimitInput {
 	}
 	if in.CountPer == "" {
 		in.CountPer = DefaultCountPer(in.Route)
+	}
+	in.Precision = strings.TrimSpace(in.Precision)
+	if in.Precision == "" {
+		in.Precision = string(enforce.PrecisionExact)
 	}
 	if w, fixed := fixedWindow(enforce.Algorithm(in.Algorithm)); fixed {
 		in.WindowSeconds = int64(w / time.Second)
@@ -357,6 +381,7 @@ func (in LimitInput) limit(id int64, position int) Limit {
 		Mode:      enforce.Mode(in.Mode),
 		Period:    enforce.Period(in.Period),
 		CountPer:  in.CountPer,
+		Precision: enforce.Precision(in.Precision),
 		Position:  position,
 
 		CountWhen:  enforce.CountWhen(in.CountWhen),

@@ -173,6 +173,9 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 		add("count_per", "unknown value %q: must be key or developer", l.CountPer)
 	}
 	errs = append(errs, validateSettle(prefix, l, algo)...)
+	if msg := precisionProblem(l); msg != "" {
+		add("precision", "%s", msg)
+	}
 	switch period := enforce.Period(l.Period); {
 	case algo == enforce.Quota && !period.Valid():
 		add("period", "a quota needs a period: day, month or year")
@@ -229,6 +232,25 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 		add("cost", "must not exceed the limit")
 	}
 	return errs
+}
+
+// precisionProblem is why l may not have its precision, or "": the rules
+// are enforce.ValidatePrecision's, told without its "limit <name>:" prefix
+// since the field error already names the tier.
+func precisionProblem(l LimitInput) string {
+	if !enforce.Precision(l.Precision).Valid() {
+		return fmt.Sprintf("unknown precision %q: must be exact, leased or local", l.Precision)
+	}
+	el := l.limit(0, 0).Enforce("")
+	err := enforce.ValidatePrecision(el)
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if _, rule, ok := strings.Cut(msg, fmt.Sprintf("limit %q: ", el.Name)); ok {
+		return rule
+	}
+	return msg
 }
 
 // maxSpan is the most units refilled in MaxWindowSeconds at limit per

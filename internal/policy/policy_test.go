@@ -110,12 +110,38 @@ func TestResolver(t *testing.T) {
 		}
 	})
 
+	t.Run("PrecisionTravels", func(t *testing.T) {
+		leased := enforce.Limit{Name: "basic-items", Algorithm: enforce.SlidingWindowLog, Limit: 2000, Window: time.Minute,
+			Route: "GET /items/{id}", PerKey: true, Precision: enforce.PrecisionLeased}
+		wire := policy.FromEngine([]enforce.Limit{leased})
+		if wire[0].Precision != "leased" {
+			t.Fatalf("FromEngine: precision %q, want leased", wire[0].Precision)
+		}
+		if exact := policy.FromEngine([]enforce.Limit{{Name: "x", Algorithm: enforce.FixedWindow, Limit: 1, Window: time.Second}}); exact[0].Precision != "" {
+			t.Errorf("an exact limit travels as precision %q, want it left out", exact[0].Precision)
+		}
+		p := doc
+		p.Plans = map[string][]policy.Limit{"basic": wire}
+		p.Keys = []policy.Key{{Hash: hashOf(plain), KeyID: 1, UserID: 9, Plan: "basic"}}
+		if err := r.Install(p); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := r.ResolveKey(plain); err != nil || len(c.Limits) != 1 || c.Limits[0] != leased {
+			t.Errorf("leased key: %+v, %v; want %+v", c.Limits, err, leased)
+		}
+		if err := r.Install(doc); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("BadDocumentsKeepThePrevious", func(t *testing.T) {
 		for name, bad := range map[string]policy.Document{
-			"BadHash":      {Keys: []policy.Key{{Hash: "zz", KeyID: 1}}},
-			"BadAlgorithm": {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "magic", Limit: 1, WindowMS: 1000}}}},
-			"BadPrefix":    {AnonIPv6Prefix: 129},
-			"ZeroWindow":   {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "fixed_window", Limit: 1}}}},
+			"BadHash":           {Keys: []policy.Key{{Hash: "zz", KeyID: 1}}},
+			"BadAlgorithm":      {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "magic", Limit: 1, WindowMS: 1000}}}},
+			"BadPrefix":         {AnonIPv6Prefix: 129},
+			"ZeroWindow":        {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "fixed_window", Limit: 1}}}},
+			"BadPrecision":      {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "fixed_window", Limit: 1, WindowMS: 1000, Precision: "roughly"}}}},
+			"LeasedConcurrency": {Plans: map[string][]policy.Limit{"p": {{Name: "x", Algorithm: "concurrency", Limit: 1, WindowMS: 60000, Precision: "leased"}}}},
 		} {
 			if err := r.Install(bad); err == nil {
 				t.Errorf("%s installed", name)

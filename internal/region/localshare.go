@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 )
 
-// LocalShare wraps the local store a FailoverStore falls back on in a sync
+// LocalShare wraps the local store a failover.Store falls back on in a sync
 // region, so that a region whose own Redis is down holds to its share of
 // every limit (by weight), as it does when a peer is cut off: the local
 // store then cannot count the peers' consumption, and the full limit

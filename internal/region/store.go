@@ -33,7 +33,7 @@ type PeerStore struct {
 const shareSuffix = "~share"
 
 // publishWorkers is how many charges to one peer are in flight at once:
-// the peer's RedisStore batches concurrent calls into one script call, so
+// the peer's redisstore.Store batches concurrent calls into one script call, so
 // a round costs a few round trips, not one per subject.
 const publishWorkers = 128
 
@@ -135,6 +135,9 @@ func (s *Store) ShareOf(n int64) int64 {
 // (when set) its burst scaled by ShareOf. The docs and headers of a region
 // in share mode show these figures.
 func (s *Store) ShareLimit(l enforce.Limit) enforce.Limit {
+	if l.Limit < 1 {
+		return l // invalid: the store refuses it as it is
+	}
 	l.Limit = s.ShareOf(l.Limit)
 	if l.Burst > 0 {
 		l.Burst = s.ShareOf(l.Burst)
@@ -148,7 +151,7 @@ func (s *Store) Allow(ctx context.Context, req enforce.Request) (enforce.Decisio
 }
 
 // layersAllower is the engine stores' Allow that writes the layers into
-// the caller's slice (redisstore.Store, FailoverStore, MemoryStore).
+// the caller's slice (redisstore.Store, failover.Store, memstore.Store).
 type layersAllower interface {
 	AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error)
 }

@@ -83,6 +83,13 @@ func TestInvalidPlanAndTierPayloads(t *testing.T) {
 		{"queue mode without leaky bucket", "POST", Prefix + "/plans", withLimit(0, "mode", "queue"), typeValidation, []string{"limits[0].mode"}},
 		{"unknown route", "POST", Prefix + "/plans", withLimit(1, "route", "GET /api/nope"), typeValidation, []string{"limits[1].route"}},
 		{"unknown count_per", "POST", Prefix + "/plans", withLimit(0, "count_per", "team"), typeValidation, []string{"limits[0].count_per"}},
+		{"unknown precision", "POST", Prefix + "/plans", withLimit(0, "precision", "roughly"), typeValidation, []string{"limits[0].precision"}},
+		{"leased concurrency", "POST", Prefix + "/plans", with(func(p map[string]any) {
+			p["limits"].([]any)[0] = map[string]any{"name": "inflight", "algorithm": "concurrency", "limit": 5, "precision": "leased"}
+		}), typeValidation, []string{"limits[0].precision"}},
+		{"tier add with a local quota", "POST", planPath + "/limits", versioned(limitWith(func(l map[string]any) {
+			l["algorithm"], l["period"], l["precision"] = "quota", "month", "local"
+		})), typeValidation, []string{"precision"}},
 		{"plan-wide degrade", "POST", Prefix + "/plans", withLimit(0, "mode", "degrade"), typeValidation, []string{"limits[0].mode"}},
 		{"degrade on items, which has no reduced answer", "POST", Prefix + "/plans", with(func(p map[string]any) {
 			l := p["limits"].([]any)[0].(map[string]any)

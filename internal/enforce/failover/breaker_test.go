@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/enforce/failover"
 	"github.com/sluicehq/sluice/internal/enforce/memstore"
+	"github.com/sluicehq/sluice/internal/enforce/storetest"
 )
 
 // scriptedStore is a primary whose every call answers with the error err
@@ -79,7 +80,7 @@ func distinctBatches(from uint64) func() error {
 type breakerEnv struct {
 	primary *scriptedStore
 	store   *failover.Store
-	clock   *mwClock
+	clock   *storetest.Clock
 	reg     *prometheus.Registry
 	logs    *bytes.Buffer
 }
@@ -88,7 +89,7 @@ type breakerEnv struct {
 // over a scripted primary, on a clock that moves only when the test says.
 func newBreakerEnv(t *testing.T) *breakerEnv {
 	t.Helper()
-	e := &breakerEnv{primary: &scriptedStore{err: succeed}, clock: newMWClock(time.Unix(1_800_000_000, 0)),
+	e := &breakerEnv{primary: &scriptedStore{err: succeed}, clock: storetest.NewClockAt(time.Unix(1_800_000_000, 0)),
 		reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}}
 	e.store = failover.New(e.primary, failover.Options{
 		Local: memstore.New(memstore.Options{}), Now: e.clock.Now, Registerer: e.reg,

@@ -50,14 +50,14 @@ const (
 	DefaultBreakerProbes       = 3
 )
 
-// FailoverOptions configures NewFailoverStore.
+// Options configures New.
 type Options struct {
 	// Timeout bounds each call to the primary (0 means
 	// DefaultStoreTimeout) through its context's deadline, so a hung Redis
 	// costs a request at most this. The primary must honour the deadline, as
-	// RedisStore does; calling it in a goroutine to enforce the bound
+	// redisstore.Store does; calling it in a goroutine to enforce the bound
 	// regardless would cost every request more than the guard is worth. A
-	// primary whose own Timeout is no longer (a RedisStore configured as the
+	// primary whose own Timeout is no longer (a redisstore.Store configured as the
 	// portal does) bounds its calls itself, and no deadline is added.
 	Timeout time.Duration
 	// Window is the span over which the breaker weighs outcomes (0 means
@@ -130,12 +130,12 @@ const (
 	openReasonErrors   = "errors"
 )
 
-// FailoverStore is a Store that guards a primary store (Redis) with a
+// failover.Store is a Store that guards a primary store (Redis) with a
 // per-call timeout and a circuit breaker. Failures are errors wrapping
 // ErrStoreUnavailable or no answer within Timeout; other errors such as
 // ErrInvalidRequest are returned as they are. The breaker weighs the
 // outcomes of a sliding window (see DefaultBreakerWindow): failures that
-// share a cause (one failed batch of a RedisStore) count as one, and it
+// share a cause (one failed batch of a redisstore.Store) count as one, and it
 // opens only when failures dominate a window with enough traffic. While
 // open, the primary is not called at all for Cooldown, so a dead Redis adds
 // nothing to requests; then probes go to the primary one at a time, and
@@ -173,7 +173,7 @@ type Store struct {
 	passed   int  // probes that succeeded in a row while half-open
 }
 
-// NewFailoverStore wraps primary; see FailoverStore.
+// New wraps primary; see Store.
 func New(primary enforce.Store, opts Options) *Store {
 	s := &Store{
 		primary:     primary,
@@ -222,7 +222,7 @@ func (s *Store) Allow(ctx context.Context, req enforce.Request) (enforce.Decisio
 }
 
 // AllowInto is Allow writing Decision.Layers into layers' backing array when
-// it is large enough and the deciding store can (see MemoryStore.AllowInto).
+// it is large enough and the deciding store can (see memstore.Store.AllowInto).
 func (s *Store) AllowInto(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
 	return s.call(ctx, req, false, layers)
 }
@@ -320,7 +320,7 @@ func (s *Store) abandoned(probe bool) {
 }
 
 // failureCause is implemented by errors that name the batch of calls they
-// failed with (RedisStore's), so that decisions failing together in one
+// failed with (redisstore.Store's), so that decisions failing together in one
 // script call or pipeline count as one failure.
 type failureCause interface {
 	FailureCause() uint64
@@ -472,7 +472,7 @@ func (w *outcomeWindow) reset(now time.Time) {
 }
 
 // boundedStore is a Store that fails a call itself, with
-// ErrStoreUnavailable, once the call has waited Timeout (RedisStore).
+// ErrStoreUnavailable, once the call has waited Timeout (redisstore.Store).
 type boundedStore interface {
 	enforce.Store
 	Timeout() time.Duration
@@ -483,7 +483,7 @@ type boundedStore interface {
 // the primary reports for it.
 func (s *Store) callPrimary(ctx context.Context, req enforce.Request, peek bool, layers []enforce.LayerResult) (enforce.Decision, error) {
 	if b, ok := s.primary.(boundedStore); ok && b.Timeout() <= s.timeout {
-		// The primary bounds its own calls (a RedisStore fails one with
+		// The primary bounds its own calls (a redisstore.Store fails one with
 		// ErrStoreUnavailable at its Timeout): a second deadline would
 		// only cost a context and a timer per decision.
 		return allowOrPeek(ctx, s.primary, req, peek, layers)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce/httplimit"
 	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/enforce/redisstore"
+	"github.com/sluicehq/sluice/internal/enforce/storetest"
 )
 
 // privateRedis is a redis-server of the test's own, on a free port below
@@ -107,7 +108,7 @@ type failoverEnv struct {
 	handler  http.Handler
 	// clock is the breaker's: its window and cool-down move only when the
 	// test advances it, so no wait depends on how fast the machine runs.
-	clock *mwClock
+	clock *storetest.Clock
 }
 
 const failoverCooldown = 200 * time.Millisecond
@@ -120,7 +121,7 @@ const failoverCooldown = 200 * time.Millisecond
 // the stopped or frozen Redis fails calls.
 func newFailoverEnv(t *testing.T, mode enforce.FailureMode, storeTimeout time.Duration) *failoverEnv {
 	t.Helper()
-	e := &failoverEnv{redis: startPrivateRedis(t), reg: prometheus.NewRegistry(), clock: newMWClock(time.Unix(1_800_000_000, 0))}
+	e := &failoverEnv{redis: startPrivateRedis(t), reg: prometheus.NewRegistry(), clock: storetest.NewClockAt(time.Unix(1_800_000_000, 0))}
 	client := redis.NewClient(&redis.Options{
 		Addr: e.redis.addr(), MaxRetries: -1,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
@@ -144,7 +145,7 @@ func newFailoverEnv(t *testing.T, mode enforce.FailureMode, storeTimeout time.Du
 		opts.Local = memstore.New(memstore.Options{Now: e.clock.Now})
 	}
 	e.failover = failover.New(primary, opts)
-	res := &mwResolver{anonLimits: []enforce.Limit{
+	res := &storetest.Resolver{AnonLimits: []enforce.Limit{
 		// 5 per minute shared; 3 per instance when two instances decide alone.
 		{Name: "t-global", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute},
 	}}
@@ -446,13 +447,13 @@ func TestStallsAreWaitedOut(t *testing.T) {
 type outageFleet struct {
 	redis     *privateRedis
 	instances []*failover.Store
-	decisions *mwClock
-	breakers  *mwClock
+	decisions *storetest.Clock
+	breakers  *storetest.Clock
 }
 
 func newOutageFleet(t *testing.T) *outageFleet {
 	t.Helper()
-	f := &outageFleet{redis: startPrivateRedis(t), decisions: newMWClock(time.Unix(1_800_000_000, 0)), breakers: newMWClock(time.Unix(0, 0))}
+	f := &outageFleet{redis: startPrivateRedis(t), decisions: storetest.NewClockAt(time.Unix(1_800_000_000, 0)), breakers: storetest.NewClockAt(time.Unix(0, 0))}
 	for range 2 {
 		client := redis.NewClient(&redis.Options{Addr: f.redis.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 		t.Cleanup(func() { client.Close() })

@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/requestlog"
 )
@@ -35,10 +37,19 @@ type Options struct {
 	// Logger receives store failures and resolver errors; never a key.
 	Logger *slog.Logger
 	// Registerer, when set, receives the middleware's metrics:
-	// sluice_enforce_requests_total{route,plan,outcome},
-	// sluice_enforce_decision_seconds{route} and
+	// sluice_enforce_requests_total{route,plan,outcome,way_in},
+	// sluice_enforce_decision_seconds{route,way_in} and
 	// sluice_shadow_rejections_total{plan,tier}.
 	Registerer prometheus.Registerer
+	// WayIn is the way_in label of the decisions this middleware makes (a
+	// WayIn constant; "" means WayInMiddleware). A middleware serving
+	// several ways in labels each with WayIn.
+	WayIn string
+	// Tracer, when set, traces every decision: a SpanDecision span with
+	// the caller's plan and key id (never the key), the route, the way in
+	// and an event per layer, and a SpanStore child for the store's part
+	// (middleware_trace.go). Nil traces nothing and costs nothing.
+	Tracer trace.Tracer
 	// FailureMode says what a request gets when the store returns an error
 	// (ErrStoreUnavailable): FailOpen admits it and marks the response with
 	// HeaderStoreDegraded; anything else answers 503. FailLocal is carried
@@ -68,9 +79,9 @@ type Options struct {
 	// not block or allocate.
 	Record DecisionRecorder
 	// RequestLog, when set, is told of every decided request once its
-	// answer is known (see RequestLog and WithWayIn): admissions after the
-	// handler returned, with its status and latency; refusals (401, 429,
-	// 503) as they are answered.
+	// answer is known (see RequestLog; the entry names the way in, as
+	// WayIn does): admissions after the handler returned, with its status
+	// and latency; refusals (401, 429, 503) as they are answered.
 	RequestLog RequestLog
 	// Settled, when set, is told of the units each settlement after a
 	// response gave back or charged (see SettleRecorder), for metering.
@@ -124,7 +135,14 @@ type Middleware struct {
 	settled SettleRecorder
 	// slots holds the concurrency limits' slots: the store, when it can.
 	slots enforce.SlotStore
+	// tally counts in the usage series what no Allow counted (slot
+	// refusals, slot-only admissions); nil when the store keeps none.
+	tally enforce.Tallier
 	lease time.Duration
+	// tracer is nil when decisions are not traced; wayIn names the way in
+	// on their spans.
+	tracer trace.Tracer
+	wayIn  string
 }
 
 // NewMiddleware returns a Middleware deciding with store (a memory store, a
@@ -140,14 +158,17 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		maxWait:  opts.MaxQueueWait,
 		now:      opts.Now,
 		epoch:    time.Now(),
-		metrics:  newMiddlewareMetrics(opts.Registerer),
+		metrics:  newMiddlewareMetrics(opts.Registerer, opts.WayIn),
 		shadow:   opts.Shadow,
 		record:   opts.Record,
 		reqlog:   opts.RequestLog,
 		settled:  opts.Settled,
+		tracer:   opts.Tracer,
+		wayIn:    wayInName(opts.WayIn),
 	}
 	m.into, _ = store.(enforce.LayersAllower)
 	m.slots, _ = store.(enforce.SlotStore)
+	m.tally = enforce.TallyOf(store)
 	m.stamped = enforce.StampsDecisions(store)
 	m.engine = enforce.NewEngine(store, enforce.EngineOptions{FailureMode: opts.FailureMode, SlotLease: opts.SlotLease})
 	m.lease = cmp.Or(opts.SlotLease, enforce.DefaultSlotLease)
@@ -161,6 +182,17 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		m.now = time.Now
 	}
 	return m
+}
+
+// WayIn returns a middleware that decides exactly as m does, on the same
+// store, slots, resolver and recorders, and labels its decisions' metrics
+// with way_in name (a WayIn constant; any other value is labelled
+// "other"), so that each way in of one portal is told apart on /metrics.
+func (m *Middleware) WayIn(name string) *Middleware {
+	return &Middleware{store: m.store, engine: m.engine, into: m.into, resolver: m.resolver, trusted: m.trusted,
+		log: m.log, failOpen: m.failOpen, maxWait: m.maxWait, now: m.now, stamped: m.stamped, epoch: m.epoch,
+		metrics: m.metrics.forWayIn(name), shadow: m.shadow, record: m.record, slots: m.slots, lease: m.lease,
+		tally: m.tally, reqlog: m.reqlog, settled: m.settled, tracer: m.tracer, wayIn: wayInName(name)}
 }
 
 // Wrap returns next with the caller's limits enforced. Register the result on
@@ -250,16 +282,20 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	req := enforce.Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}
 	var d enforce.Decision
 	var err error
+	ctx, span := m.traceDecision(r.Context(), caller, route)
+	sctx, storeSpan := m.traceStore(ctx, span)
 	if m.slots != nil && enforce.HasConcurrency(limits) {
 		// Slots first, then the rate layers (middleware_slots.go); the
 		// slots are held until the handler returns or panics.
 		var held *heldSlots
-		d, held, err = m.decideHeld(r.Context(), w.Header(), req, scratch.layers)
+		d, held, err = m.decideHeld(sctx, w.Header(), req, scratch.layers)
 		st.held = held
 		defer held.release()
 	} else {
-		d, err = m.allow(r.Context(), req, scratch.layers)
+		d, err = m.allow(sctx, req, scratch.layers)
 	}
+	endStore(storeSpan, err)
+	endDecision(span, d, degradationOf(d), err)
 	m.metrics.observeIn(series, route, time.Since(m.epoch)-start)
 	if err != nil {
 		m.storeFailed(w, r, next, st, route, hits, err)
@@ -352,8 +388,13 @@ func (m *Middleware) recordDecision(caller enforce.Caller, route string, hits in
 }
 
 // countShadow counts, per plan and tier, the requests d's shadow layers
-// would have rejected, and hands each to the ShadowRecorder, if any.
+// would have rejected, and hands each to the ShadowRecorder, if any. A
+// request the enforced layers refused is none of theirs (it was not going
+// through either way), so only admitted requests are counted.
 func (m *Middleware) countShadow(caller enforce.Caller, d enforce.Decision) {
+	if !d.Allowed {
+		return
+	}
 	for i := range d.Layers {
 		l := &d.Layers[i]
 		if l.Limit.Mode != enforce.ModeShadow || l.Allowed {

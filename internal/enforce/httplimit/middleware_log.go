@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"net/http"
 	"net/netip"
 	"time"
@@ -16,25 +15,6 @@ import (
 // called on the request path and must not block.
 type RequestLog interface {
 	Log(requestlog.Entry)
-}
-
-type wayInKey struct{}
-
-// WithWayIn returns ctx naming the way in a request arrived by
-// (requestlog.WayCheck, requestlog.WayProxy), for the request log; a
-// request without one is logged as requestlog.WayMiddleware. Through
-// forward auth (WayCheck) the response is the gateway's, so the entry has
-// no status or latency of the protected API.
-func WithWayIn(ctx context.Context, way string) context.Context {
-	return context.WithValue(ctx, wayInKey{}, way)
-}
-
-// wayIn is the way in r arrived by.
-func wayIn(r *http.Request) string {
-	if w, ok := r.Context().Value(wayInKey{}).(string); ok {
-		return w
-	}
-	return requestlog.WayMiddleware
 }
 
 // entry is the request log's entry for caller's request on route, decided
@@ -66,7 +46,7 @@ func (m *Middleware) logRefusal(r *http.Request, caller enforce.Caller, route st
 	if m.reqlog == nil {
 		return
 	}
-	e := m.entry(wayIn(r), caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, status)
+	e := m.entry(m.wayIn, caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, status)
 	e.Layer = layer
 	e.RetryAfter = time.Duration(retry) * time.Second
 	if o == requestlog.Unavailable {
@@ -87,8 +67,7 @@ func (m *Middleware) serveNext(w http.ResponseWriter, r *http.Request, st *reque
 		next.ServeHTTP(w, st.attach(r))
 		return
 	}
-	way := wayIn(r)
-	if way == requestlog.WayCheck {
+	if m.wayIn == WayInCheck {
 		// The gateway serves the request after this answer: Sluice never
 		// sees the protected API's response, so it settles nothing either.
 		next.ServeHTTP(w, st.attach(r))
@@ -124,7 +103,7 @@ func (m *Middleware) logEntry(r *http.Request, st *requestState, route string, o
 	if st.decision.Layers != nil {
 		d = &st.decision
 	}
-	e := m.entry(wayIn(r), st.caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, 0)
+	e := m.entry(m.wayIn, st.caller, route, func() netip.Addr { return ClientIP(r, m.trusted) }, d, o, 0)
 	e.Layer = layer
 	if degraded != "" {
 		e.StoreDegraded = degraded

@@ -8,13 +8,39 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce/storemetrics"
 )
 
+// The ways a request comes in, the values of the decision metrics' way_in
+// label: a fixed set, so the label stays bounded.
+const (
+	WayInMiddleware = "middleware" // the embedded middleware (Wrap, Enforce)
+	WayInCheck      = "check"      // forward auth, /v1/check
+	WayInProxy      = "proxy"      // the reverse proxy
+	WayInGuard      = "guard"      // package guard, in another process
+	WayInEnvoy      = "envoy"      // Envoy's rate-limit service
+)
+
+// wayInName bounds a way_in label to the known ways in.
+func wayInName(name string) string {
+	switch name {
+	case "":
+		return WayInMiddleware
+	case WayInMiddleware, WayInCheck, WayInProxy, WayInGuard, WayInEnvoy:
+		return name
+	}
+	return "other"
+}
+
 // middlewareMetrics counts what the middleware did with each request. Labels
-// are bounded: routes are registered ServeMux patterns and plans are the
-// control plane's slugs, never subjects or keys.
+// are bounded: routes are registered ServeMux patterns, plans are the
+// control plane's slugs, never subjects or keys, and way_in one of the
+// WayIn constants.
 type middlewareMetrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	shadow   *prometheus.CounterVec
+	// requestsAll and latencyAll are the registered vectors; requests and
+	// latency the same with way_in fixed to this middleware's way in.
+	requestsAll *prometheus.CounterVec
+	latencyAll  *prometheus.HistogramVec
+	requests    *prometheus.CounterVec
+	latency     prometheus.ObserverVec
+	shadow      *prometheus.CounterVec
 	// counters (counterKey -> prometheus.Counter) and observers (route ->
 	// prometheus.Observer) remember the series already looked up:
 	// WithLabelValues hashes and checks every label on every call, which
@@ -25,31 +51,45 @@ type middlewareMetrics struct {
 
 type counterKey struct{ route, plan, outcome string }
 
-func newMiddlewareMetrics(reg prometheus.Registerer) *middlewareMetrics {
+func newMiddlewareMetrics(reg prometheus.Registerer, wayIn string) *middlewareMetrics {
 	m := &middlewareMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requestsAll: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforce_requests_total",
-			Help: "Requests seen by the rate-limit middleware, by route pattern, plan and outcome " +
-				"(admitted, queued, degraded, rejected, cancelled, unauthorized, failed_open, unavailable).",
-		}, []string{"route", "plan", "outcome"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Help: "Requests seen by the rate-limit middleware, by route pattern, plan, outcome " +
+				"(admitted, queued, degraded, rejected, cancelled, unauthorized, forbidden, failed_open, unavailable) " +
+				"and way in (middleware, check, proxy, guard, envoy).",
+		}, []string{"route", "plan", "outcome", "way_in"}),
+		latencyAll: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_enforce_decision_seconds",
-			Help: "Time taken by one rate-limit decision (Store.Allow), by route pattern.",
+			Help: "Time taken by one rate-limit decision (Store.Allow), by route pattern and way in.",
 			// Decisions take microseconds in memory and a Redis round trip
 			// (sub-millisecond) otherwise; the top buckets catch timeouts.
 			Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
-		}, []string{"route"}),
+		}, []string{"route", "way_in"}),
 		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_shadow_rejections_total",
 			Help: "Requests a shadow tier (mode shadow, never enforced) would have rejected, by plan and tier.",
 		}, []string{"plan", "tier"}),
 	}
 	if reg != nil {
-		m.requests = storemetrics.RegisterOrReuse(reg, m.requests)
-		m.latency = storemetrics.RegisterOrReuse(reg, m.latency)
+		m.requestsAll = storemetrics.RegisterOrReuse(reg, m.requestsAll)
+		m.latencyAll = storemetrics.RegisterOrReuse(reg, m.latencyAll)
 		m.shadow = storemetrics.RegisterOrReuse(reg, m.shadow)
 	}
-	return m
+	return m.forWayIn(wayIn)
+}
+
+// forWayIn returns metrics on the same vectors whose series carry way_in
+// wayIn, with series caches of their own.
+func (m *middlewareMetrics) forWayIn(wayIn string) *middlewareMetrics {
+	label := prometheus.Labels{"way_in": wayInName(wayIn)}
+	return &middlewareMetrics{
+		requestsAll: m.requestsAll,
+		latencyAll:  m.latencyAll,
+		requests:    m.requestsAll.MustCurryWith(label),
+		latency:     m.latencyAll.MustCurryWith(label),
+		shadow:      m.shadow,
+	}
 }
 
 func (m *middlewareMetrics) count(route, plan, outcome string) {

@@ -162,3 +162,38 @@ func TestMiddlewareQuotaHeadersSayThePeriodAndTheRenewal(t *testing.T) {
 		t.Errorf("status = %s, want the month's period, length and renewal", body)
 	}
 }
+
+// TestShadowCountsOnlyWhatTheEnforcedTiersAdmitted: a request an enforced
+// tier already refused is not one a shadow tier would have refused (it was
+// never going through), so the shadow counts cover admitted requests only.
+func TestShadowCountsOnlyWhatTheEnforcedTiersAdmitted(t *testing.T) {
+	limits := []enforce.Limit{
+		{Name: "enforced", Algorithm: enforce.FixedWindow, Limit: 3, Window: time.Hour},
+		{Name: "trial", Algorithm: enforce.FixedWindow, Limit: 1, Window: time.Hour, Mode: enforce.ModeShadow},
+	}
+	res := &mwResolver{keys: map[string]enforce.Caller{"sk": {Subject: "dev:8", Key: "key:80", Plan: "free", Limits: limits}}}
+	reg := prometheus.NewRegistry()
+	log := &shadowLog{}
+	mw := httplimit.NewMiddleware(memstore.New(memstore.Options{}), res, httplimit.Options{Registerer: reg, Shadow: log})
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	codes := map[int]int{}
+	for range 10 {
+		req := httptest.NewRequest("GET", "/x", nil)
+		req.Header.Set("Authorization", "Bearer sk")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		codes[rec.Code]++
+	}
+	if codes[http.StatusOK] != 3 || codes[http.StatusTooManyRequests] != 7 {
+		t.Fatalf("answers %v, want 3 admitted and 7 refused by the enforced tier", codes)
+	}
+	// Of the 3 admitted, the shadow tier of 1 would have refused 2.
+	if got := gatherValue(t, reg, "sluice_shadow_rejections_total", map[string]string{"plan": "free", "tier": "trial"}); got != 2 {
+		t.Errorf("sluice_shadow_rejections_total = %v, want 2 (the refused requests are not the shadow tier's)", got)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.seen) != 2 {
+		t.Errorf("recorder told of %d shadow rejections, want 2", len(log.seen))
+	}
+}

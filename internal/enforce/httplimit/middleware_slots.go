@@ -71,6 +71,8 @@ func (m *Middleware) decideHeld(ctx context.Context, h http.Header, req enforce.
 func (m *Middleware) decideRate(ctx context.Context, req, rreq enforce.Request, sd enforce.Decision, lease *enforce.Lease, layers []enforce.LayerResult) (enforce.Decision, *heldSlots, error) {
 	held := m.hold(ctx, lease)
 	if len(rreq.Limits) == 0 {
+		// No Allow ran to count it: the usage series count it here.
+		m.tallyIn(req, true)
 		return sd, held, nil
 	}
 	rd, err := m.allow(ctx, rreq, layers)
@@ -92,6 +94,9 @@ func (m *Middleware) decideRate(ctx context.Context, req, rreq enforce.Request, 
 // refusedSlots is the decision of a request refused a slot: the rate
 // layers peeked (nothing charged) beside the slot layers.
 func (m *Middleware) refusedSlots(ctx context.Context, req, rreq enforce.Request, sd enforce.Decision) enforce.Decision {
+	// Only peeks ran: the usage series (live counters, history) count the
+	// refusal here, as Allow counts a rate layer's.
+	m.tallyIn(req, false)
 	if len(rreq.Limits) == 0 {
 		return sd
 	}
@@ -103,6 +108,13 @@ func (m *Middleware) refusedSlots(ctx context.Context, req, rreq enforce.Request
 	}
 	rd.Allowed = false
 	return enforce.MergeLayers(req.Limits, sd, rd)
+}
+
+// tallyIn counts a decision the store's Allow did not in its usage series.
+func (m *Middleware) tallyIn(req enforce.Request, allowed bool) {
+	if m.tally != nil {
+		m.tally.Tally(req, allowed)
+	}
 }
 
 // slotQueues reports whether every layer that refused sd is in queue mode:
@@ -123,7 +135,8 @@ func slotQueues(sd enforce.Decision) bool {
 }
 
 // heldSlots is a request's lease while its handler runs: renewed every
-// half lease, so a long handler keeps its slots, and released once.
+// renewEvery, so a long handler keeps its slots (and puts them back in a
+// Redis that restarted empty meanwhile), and released once.
 type heldSlots struct {
 	m     *Middleware
 	ctx   context.Context // the request's, without its cancellation
@@ -139,8 +152,15 @@ func (m *Middleware) hold(ctx context.Context, lease *enforce.Lease) *heldSlots 
 		return nil
 	}
 	hs := &heldSlots{m: m, ctx: context.WithoutCancel(ctx), lease: lease}
-	hs.timer = time.AfterFunc(m.lease/2, hs.renew)
+	hs.timer = time.AfterFunc(renewEvery(m.lease), hs.renew)
 	return hs
+}
+
+// renewEvery is how often a held lease is renewed: half the lease, at most
+// five seconds, so that after Redis loses its slots (restarted empty) the
+// requests still running are counted again within five seconds.
+func renewEvery(lease time.Duration) time.Duration {
+	return min(lease/2, 5*time.Second)
 }
 
 func (hs *heldSlots) renew() {
@@ -152,7 +172,7 @@ func (hs *heldSlots) renew() {
 	if err := hs.lease.Renew(hs.ctx); err != nil {
 		hs.m.log.WarnContext(hs.ctx, "renewing concurrency slots", "err", err)
 	}
-	hs.timer.Reset(hs.m.lease / 2)
+	hs.timer.Reset(renewEvery(hs.m.lease))
 }
 
 // KeepSlots, called by a handler the middleware runs, keeps the request's

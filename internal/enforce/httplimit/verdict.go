@@ -51,12 +51,13 @@ type Verdict struct {
 // records are the middleware's own, as for Enforce; a queued request's
 // wait is slept before Check returns, and concurrency slots are released
 // when it returns, since such a way in reports no completion.
-// With a request log, the decision is logged as WayEnvoy: Sluice never
-// sees the response of a request it admits this way.
+// With a request log, the decision is logged under the middleware's way
+// in (WayInEnvoy for the rate-limit service): Sluice never sees the
+// response of a request it admits this way.
 func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, hits int64) Verdict {
 	v, lg := m.check(ctx, cred, route, hits)
 	if m.reqlog != nil && lg.outcome != 0 {
-		e := m.entry(requestlog.WayEnvoy, lg.caller, route, func() netip.Addr { return cred.Addr.Unmap().WithZone("") },
+		e := m.entry(m.wayIn, lg.caller, route, func() netip.Addr { return cred.Addr.Unmap().WithZone("") },
 			&v.Outcome.Decision, lg.outcome, 0)
 		if !lg.outcome.Reached() {
 			e.Status = v.Status
@@ -94,7 +95,11 @@ func (m *Middleware) check(ctx context.Context, cred Credentials, route string, 
 	if !m.stamped {
 		before = m.now()
 	}
-	out, err := m.engine.Decide(ctx, enforce.Ask{Caller: caller, Route: route, Hits: hits})
+	tctx, span := m.traceDecision(ctx, caller, route)
+	sctx, storeSpan := m.traceStore(tctx, span)
+	out, err := m.engine.Decide(sctx, enforce.Ask{Caller: caller, Route: route, Hits: hits})
+	endStore(storeSpan, err)
+	endDecision(span, out.Decision, out.Degraded, err)
 	defer out.Lease.Release(context.WithoutCancel(ctx))
 	if len(out.Limits) == 0 && err == nil {
 		return v, checked{caller: caller, outcome: requestlog.Admitted}

@@ -21,9 +21,18 @@ const sweepEvery = 250 * time.Millisecond
 // giveBack queues units of e's lease granted at `at` for the worker; e.mu
 // is held.
 func (s *Store) giveBack(e *lease, units int64, at time.Time) {
+	s.queue(s.backOf(e, units, at))
+}
+
+// backOf is units of e's lease granted at `at`, as a give-back.
+func (s *Store) backOf(e *lease, units int64, at time.Time) giveBack {
 	l := e.limit
 	l.Cost = units
-	g := giveBack{req: enforce.Request{Subject: e.key.subject, Key: e.subKey, Anchor: e.anchor, Limits: []enforce.Limit{l}}, at: at}
+	return giveBack{req: enforce.Request{Subject: e.key.subject, Key: e.subKey, Anchor: e.anchor, Limits: []enforce.Limit{l}}, at: at}
+}
+
+// queue hands g to the worker.
+func (s *Store) queue(g giveBack) {
 	s.backMu.Lock()
 	s.pending = append(s.pending, g)
 	s.backMu.Unlock()

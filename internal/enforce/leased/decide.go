@@ -9,17 +9,23 @@ import (
 
 // decide runs one request with a leased or local layer, all or nothing:
 // leased units reserved, then local layers decided, then exact ones.
-func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
 	now := s.now()
-	layers := make([]enforce.LayerResult, len(req.Limits))
-	var exact, local []int
-	var held []reservation
+	if cap(layers) < len(req.Limits) {
+		layers = make([]enforce.LayerResult, len(req.Limits))
+	}
+	layers = layers[:len(req.Limits)]
+	// A plan's few layers fit these without an allocation.
+	var exactA, localA [enforce.MaxInlineLayers]int
+	var heldA [enforce.MaxInlineLayers]reservation
+	exact, local, held := exactA[:0], localA[:0], heldA[:0]
 	release := func() {
 		for _, r := range held {
 			s.release(r)
 		}
 	}
 	rejected := false
+	var leaseAt time.Time // the shared store's clock, as the first lease tells it
 	for i := range req.Limits {
 		switch req.Limits[i].Precision {
 		case enforce.PrecisionLocal:
@@ -35,7 +41,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 			exact = append(exact, i)
 			continue
 		}
-		lr, r, ok := s.reserve(ctx, req, i, now)
+		lr, r, at, ok := s.reserve(ctx, req, i, now)
 		if !ok {
 			// No lease could be taken: decided as exact, by the inner
 			// store and its failure mode.
@@ -44,6 +50,9 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 			continue
 		}
 		layers[i] = lr
+		if leaseAt.IsZero() {
+			leaseAt = at
+		}
 		if r.lease != nil {
 			held = append(held, r)
 		}
@@ -53,13 +62,14 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 	}
 	if rejected {
 		release()
-		return s.refuse(ctx, req, layers, exact, local, nil)
+		return s.refuse(ctx, req, layers, exact, local, leaseAt)
 	}
 
 	var localReq enforce.Request
 	var localAt time.Time
 	if len(local) > 0 {
-		localReq = subset(req, local, true, int64(s.instances))
+		localReq = req
+		localReq.Limits = s.localShares(req, local)
 		d, err := s.local.Allow(ctx, localReq)
 		if err != nil {
 			release()
@@ -71,12 +81,15 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 		}
 		if !d.Allowed {
 			release()
-			return s.refuse(ctx, req, layers, exact, nil, nil)
+			return s.refuse(ctx, req, layers, exact, nil, leaseAt)
 		}
 		localAt = d.At
 	}
 
-	out := enforce.Decision{At: now}
+	out := enforce.Decision{At: leaseAt}
+	if out.At.IsZero() {
+		out.At = now
+	}
 	if len(exact) > 0 {
 		d, err := s.inner.Allow(ctx, subset(req, exact, false, 0))
 		if err != nil || !d.Allowed {
@@ -107,8 +120,11 @@ func (s *Store) decide(ctx context.Context, req enforce.Request) (enforce.Decisi
 // refuse completes a rejected request's layers: the exact ones and the
 // local ones not yet decided are peeked, so the answer shows every layer
 // and nothing is consumed.
-func (s *Store) refuse(ctx context.Context, req enforce.Request, layers []enforce.LayerResult, exact, local []int, _ error) (enforce.Decision, error) {
-	out := enforce.Decision{Layers: layers, At: s.now()}
+func (s *Store) refuse(ctx context.Context, req enforce.Request, layers []enforce.LayerResult, exact, local []int, at time.Time) (enforce.Decision, error) {
+	out := enforce.Decision{Layers: layers, At: at}
+	if at.IsZero() {
+		out.At = s.now()
+	}
 	if len(exact) > 0 {
 		d, err := s.inner.Peek(ctx, subset(req, exact, false, 0))
 		if err != nil {

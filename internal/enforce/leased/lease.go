@@ -2,6 +2,7 @@ package leased
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -31,6 +32,11 @@ type lease struct {
 	units   int64     // left to spend
 	granted time.Time // the shared store's clock at the grant: Refund's at
 	expires time.Time // this instance's clock
+	// windowEnd is when the window a fixed window's or sliding counter's
+	// lease is counted in ends (this instance's clock), zero for the other
+	// algorithms: until then an expired lease's units are still the
+	// window's, and the lease is renewed rather than given back.
+	windowEnd time.Time
 	// remaining is what the shared store had left after the grant, resetAt
 	// when the limit is fully available again (instance clock).
 	remaining int64
@@ -47,6 +53,9 @@ type lease struct {
 	// worth waiting for no longer than this.
 	refusedUntil time.Time
 	refused      enforce.LayerResult
+	// refusedAt is the shared store's clock at the refusal, refusedSince
+	// this instance's when the refusal's call was sent.
+	refusedAt, refusedSince time.Time
 
 	// dead: the sweep forgot this lease; whoever still holds it asks
 	// for the map's.
@@ -107,7 +116,11 @@ func sameFigures(a, b enforce.Limit) bool {
 // figures (the limit was edited: the next lease follows the new limit).
 // ok is false when no lease could be taken (the store failed): the layer
 // is then decided as exact.
-func (s *Store) reserve(ctx context.Context, req enforce.Request, i int, now time.Time) (enforce.LayerResult, reservation, bool) {
+//
+// at is the shared store's clock now, as the lease's grant (or refusal)
+// and this instance's clock since tell it: a request admitted from a lease
+// of a window is stamped inside that window.
+func (s *Store) reserve(ctx context.Context, req enforce.Request, i int, now time.Time) (lr enforce.LayerResult, r reservation, at time.Time, ok bool) {
 	l := req.Limits[i]
 	cost := max(l.Cost, 1)
 	e := s.entry(req, i)
@@ -124,45 +137,66 @@ func (s *Store) reserve(ctx context.Context, req enforce.Request, i int, now tim
 		s.retire(e)
 		e.limit, e.subKey = figures, req.Key
 		e.size, e.since, e.taken, e.remaining = 0, time.Time{}, 0, 0
-		e.refusedUntil, e.resetAt = time.Time{}, time.Time{}
+		e.refusedUntil, e.resetAt, e.windowEnd = time.Time{}, time.Time{}, time.Time{}
 	}
 	e.anchor = req.Anchor
 	if e.units >= cost && now.Before(e.expires) {
 		e.units -= cost
-		return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, true
+		return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, e.grantedAt(now), true
+	}
+	if e.units >= cost && now.Before(e.windowEnd) && now.UnixNano() >= s.down.Load() {
+		// Expired within its window: its units count in the window
+		// whatever happens, so it lives on (a lease ends with its window).
+		e.expires = now.Add(enforce.LeaseTTL(l))
+		if e.windowEnd.Before(e.expires) {
+			e.expires = e.windowEnd
+		}
+		e.units -= cost
+		return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, e.grantedAt(now), true
 	}
 	if now.Before(e.refusedUntil) {
 		lr := e.refused
 		lr.Limit, lr.RetryAfter = l, e.refusedUntil.Sub(now)
-		return lr, reservation{}, true
+		return lr, reservation{}, e.refusedAt.Add(now.Sub(e.refusedSince)), true
 	}
 	if now.UnixNano() < s.down.Load() {
-		return enforce.LayerResult{}, reservation{}, false
+		return enforce.LayerResult{}, reservation{}, time.Time{}, false
 	}
 	// Spent or expired: what is left goes back, and a new lease is sized
 	// by the rate this one was spent at.
 	n := e.nextSize(l, s.instances, now)
-	s.retire(e)
-	lr, got, err := s.take(ctx, req, i, n, now, e)
+	if e.units > 0 {
+		// Given back before the next lease is taken, so that the store
+		// holds them when anyone asks next, this instance included.
+		g := s.backOf(e, e.units, e.granted)
+		if err := s.taker.Refund(ctx, g.req, g.at); err != nil && !errors.Is(err, enforce.ErrNotRefundable) {
+			s.queue(g)
+		} else if err == nil {
+			s.stats.GivenBack.Add(e.units)
+		}
+		e.units = 0
+	}
+	lr, got, at, err := s.take(ctx, req, i, n, now, e)
 	if err != nil {
 		s.down.Store(now.Add(time.Second).UnixNano())
-		return enforce.LayerResult{}, reservation{}, false
+		return enforce.LayerResult{}, reservation{}, time.Time{}, false
 	}
 	if got < cost {
 		// Refused even one request's cost: until its retry, asking again
 		// can only be answered by give-backs, which do not wait for us.
 		e.refused, e.refusedUntil = lr, now.Add(lr.RetryAfter)
-		return lr, reservation{}, true
+		e.refusedAt, e.refusedSince = at, now
+		return lr, reservation{}, at, true
 	}
 	e.units = got - cost
-	return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, true
+	return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, e.granted, true
 }
 
 // take leases up to n units of req's limit i into e, and returns the layer
 // the grant shows and the units granted (0 when refused; the layer then
 // says why, for one request's cost). Near the end of the budget a second
 // call takes what is left, if a request's cost fits in it.
-func (s *Store) take(ctx context.Context, req enforce.Request, i int, n int64, now time.Time, e *lease) (enforce.LayerResult, int64, error) {
+func (s *Store) take(ctx context.Context, req enforce.Request, i int, n int64, now time.Time, e *lease) (enforce.LayerResult, int64, time.Time, error) {
 	l := req.Limits[i]
 	cost := max(l.Cost, 1)
 	one := enforce.Request{Subject: req.Subject, Key: req.Key, Route: req.Route, Anchor: req.Anchor, Limits: []enforce.Limit{l}}
@@ -172,7 +206,7 @@ func (s *Store) take(ctx context.Context, req enforce.Request, i int, n int64, n
 		s.stats.Takes.Add(1)
 		d, err := s.taker.Take(ctx, one)
 		if err != nil {
-			return enforce.LayerResult{}, 0, err
+			return enforce.LayerResult{}, 0, time.Time{}, err
 		}
 		lr := d.Layers[0]
 		lr.Limit = l
@@ -185,15 +219,16 @@ func (s *Store) take(ctx context.Context, req enforce.Request, i int, n int64, n
 				// the window's count holds every request it admits.
 				w := l.Window.Microseconds()
 				at := d.At.UnixMicro()
-				if end := sent.Add(enforce.Micros((at/w+1)*w - at)); end.Before(e.expires) {
-					e.expires = end
+				e.windowEnd = sent.Add(enforce.Micros((at/w+1)*w - at))
+				if e.windowEnd.Before(e.expires) {
+					e.expires = e.windowEnd
 				}
 			}
 			e.since, e.taken, e.size = sent, n, n
-			return lr, n, nil
+			return lr, n, d.At, nil
 		}
 		if n == cost {
-			return lr, 0, nil
+			return lr, 0, d.At, nil
 		}
 		// Less is left than asked: take what is left, or learn when one
 		// request's cost will fit.
@@ -226,6 +261,17 @@ func (e *lease) nextSize(l enforce.Limit, instances int, now time.Time) int64 {
 	return min(max(n, cost), most)
 }
 
+// grantedAt is the shared store's clock now as the lease tells it: its
+// grant's instant plus the time since it was asked for. A request that
+// read the clock before the lease was taken (it waited for the taker)
+// is stamped with the grant: it is the lease's window's.
+func (e *lease) grantedAt(now time.Time) time.Time {
+	if now.Before(e.since) {
+		return e.granted
+	}
+	return e.granted.Add(now.Sub(e.since))
+}
+
 // layer is the leased layer as a request admitted from e sees it: what
 // the instance holds plus what the shared store had left at the grant.
 func (e *lease) layer(l enforce.Limit, now time.Time) enforce.LayerResult {
@@ -251,5 +297,5 @@ func (s *Store) retire(e *lease) {
 		s.giveBack(e, e.units, e.granted)
 	}
 	e.units = 0
-	e.expires = time.Time{}
+	e.expires, e.windowEnd = time.Time{}, time.Time{}
 }

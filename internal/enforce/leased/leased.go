@@ -88,6 +88,41 @@ type Store struct {
 
 	stats     Stats
 	closeOnce sync.Once
+
+	// shares caches the local layers' shares per plan: the memory store
+	// knows a limit slice it has seen by its address, so giving it the
+	// same slice for the same plan spares it validating one per decision.
+	shares sync.Map // shareKey -> []enforce.Limit
+}
+
+type shareKey struct {
+	first *enforce.Limit
+	n     int
+}
+
+// localShares returns the shares of req's limits at idx (all local), the
+// same slice for the same plan's limits.
+func (s *Store) localShares(req enforce.Request, idx []int) []enforce.Limit {
+	k := shareKey{&req.Limits[0], len(req.Limits)}
+	n := int64(s.instances)
+	if v, ok := s.shares.Load(k); ok {
+		cached := v.([]enforce.Limit)
+		if len(cached) == len(idx) {
+			same := true
+			for j, i := range idx {
+				if cached[j] != enforce.ShareOf(req.Limits[i], n) {
+					same = false
+					break
+				}
+			}
+			if same {
+				return cached
+			}
+		}
+	}
+	out := subset(req, idx, true, n).Limits
+	s.shares.Store(k, out)
+	return out
 }
 
 // Stats counts what the store did, for tests, benchmarks and metrics.
@@ -180,34 +215,39 @@ func (s *Store) AllowInto(ctx context.Context, req enforce.Request, layers []enf
 		return enforce.Decision{}, err
 	}
 	s.stats.Decisions.Add(1)
-	return s.decide(ctx, req)
+	return s.decide(ctx, req, layers)
 }
 
 // Peek evaluates req without consuming: exact and leased layers as the
 // shared store has them (a leased layer adds what this instance holds),
 // local ones as this instance has them.
 func (s *Store) Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+	return s.peek(ctx, s.inner, req)
+}
+
+// peek is Peek reading the shared layers through shared.
+func (s *Store) peek(ctx context.Context, shared enforce.Store, req enforce.Request) (enforce.Decision, error) {
 	if !mixed(req.Limits) {
-		return s.inner.Peek(ctx, req)
+		return shared.Peek(ctx, req)
 	}
-	var shared, local []int
+	var remote, local []int
 	for i := range req.Limits {
 		if req.Limits[i].Precision == enforce.PrecisionLocal {
 			local = append(local, i)
 		} else {
-			shared = append(shared, i)
+			remote = append(remote, i)
 		}
 	}
 	layers := make([]enforce.LayerResult, len(req.Limits))
 	var at time.Time
-	if len(shared) > 0 {
-		d, err := s.inner.Peek(ctx, subset(req, shared, false, 0))
+	if len(remote) > 0 {
+		d, err := shared.Peek(ctx, subset(req, remote, false, 0))
 		if err != nil {
 			return enforce.Decision{}, err
 		}
 		at = d.At
 		now := s.now()
-		for j, i := range shared {
+		for j, i := range remote {
 			lr := d.Layers[j]
 			lr.Limit = req.Limits[i]
 			if lr.Limit.Precision == enforce.PrecisionLeased {
@@ -227,6 +267,27 @@ func (s *Store) Peek(ctx context.Context, req enforce.Request) (enforce.Decision
 		}
 	}
 	return enforce.Decision{Allowed: allAllowed(layers), Layers: layers, At: at}, nil
+}
+
+// Dashboard returns the store the dashboards read through: shared (their
+// own Redis client) for exact and leased layers, plus what this instance
+// holds of a leased one, and this instance's share for a local one. Only
+// Peek is meant for it; Allow decides as the Store does. A nil shared is
+// the Store itself.
+func (s *Store) Dashboard(shared enforce.Store) enforce.Store {
+	if shared == nil {
+		return s
+	}
+	return dashboard{s, shared}
+}
+
+type dashboard struct {
+	*Store
+	shared enforce.Store
+}
+
+func (d dashboard) Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error) {
+	return d.peek(ctx, d.shared, req)
 }
 
 // AcquireSlots passes concurrency, which is always exact, to the inner

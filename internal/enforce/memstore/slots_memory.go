@@ -149,13 +149,28 @@ func (s *Store) RenewSlots(_ context.Context, l *enforce.Lease) error {
 	defer sl.mu.Unlock()
 	now := s.clock()
 	exp := now + l.Duration.Microseconds()
+	// An expired lease stays lost (its slot may be another's now); a live
+	// one that is missing (the redis store's rule: lost with its data) is
+	// put back. Its term moves only when every slot was renewed.
+	renewed := true
 	for _, k := range l.Keys {
-		if set := sl.sets[k]; set != nil {
-			if old, ok := set[l.LeaseID]; ok && old > now {
-				set[l.LeaseID] = exp // an expired lease stays lost: its slot may be another's now
-			}
+		set := sl.sets[k]
+		old, ok := set[l.LeaseID]
+		if !ok {
+			old = l.ExpiresAt.UnixMicro()
 		}
+		if old <= now {
+			renewed = false
+			continue
+		}
+		if set == nil {
+			set = map[string]int64{}
+			sl.sets[k] = set
+		}
+		set[l.LeaseID] = exp
 	}
-	l.ExpiresAt = time.UnixMicro(exp)
+	if renewed {
+		l.ExpiresAt = time.UnixMicro(exp)
+	}
 	return nil
 }

@@ -8,7 +8,7 @@ import "github.com/redis/go-redis/v9"
 // failed dial three times with backoff), which together waited out a
 // decision's whole timeout against a Redis that was down. A command whose
 // connection breaks is not sent again either: the decisions behind a
-// FailoverStore go to the local store instead, and the breaker, not
+// failover.Store go to the local store instead, and the breaker, not
 // retries, decides when Redis is tried again. After PoolSize failed dials
 // in a row, go-redis dials no more until a background probe (one a second)
 // connects.

@@ -29,7 +29,7 @@ import (
 //go:embed scripts/decide.lua
 var decideScript string
 
-// RedisOptions configures a RedisStore; the zero value is ready for
+// redisstore.Options configures a redisstore.Store; the zero value is ready for
 // production.
 type Options struct {
 	// Prefix starts every key (default "sluice:"); tests use a unique one.
@@ -120,7 +120,7 @@ type Options struct {
 	NegativeCacheSize int
 }
 
-// RedisStore is the Store shared by every instance: each decision is made by
+// redisstore.Store is the Store shared by every instance: each decision is made by
 // one Lua script (scripts/decide.lua) covering all of the request's limits
 // atomically, with time read from Redis. Concurrent decisions are batched: a
 // decision that finds a pipeline worker idle is sent at once, and decisions
@@ -133,7 +133,7 @@ type Options struct {
 // pipeline. On a single Redis each pipeline worker sends its batches over
 // a connection of its own, set up from the client's options (see
 // pipeConn), and go-redis carries everything else. Usage is tallied in
-// memory and written every RedisOptions.UsageFlush.
+// memory and written every redisstore.Options.UsageFlush.
 //
 // Keys: every limit but the sliding log keeps its state in one record,
 // a field of one hash per subject, <prefix>{<subject>}, so a decision reads
@@ -161,7 +161,7 @@ type Options struct {
 // Call Close when done to stop the pipeline workers.
 type Store struct {
 	client redis.UniversalClient
-	// usageClient writes and reads the usage series (RedisOptions.UsageClient,
+	// usageClient writes and reads the usage series (redisstore.Options.UsageClient,
 	// else client).
 	usageClient redis.UniversalClient
 	sha         string
@@ -254,7 +254,7 @@ func (s *Store) putCall(c *redisCall) {
 	s.calls.Put(c)
 }
 
-// NewRedisStore loads the decision script into Redis (SCRIPT LOAD, waiting at
+// New loads the decision script into Redis (SCRIPT LOAD, waiting at
 // most one second) and starts the pipeline workers. An unreachable Redis is
 // not an error here: the store starts anyway, decisions fail with
 // ErrStoreUnavailable until Redis answers, and the script is loaded again on
@@ -393,7 +393,7 @@ func (s *Store) load(ctx context.Context) error {
 
 // reload loads the script again after a NOSCRIPT (Redis restarted, or was
 // down at start) and, the first time Redis answers, checks its version as
-// NewRedisStore would have: a Redis found too old is refused for good, every
+// New would have: a Redis found too old is refused for good, every
 // decision failing with ErrStoreUnavailable and the reason (the failure mode
 // then governs), rather than with the script's error on each call.
 func (s *Store) reload(ctx context.Context) error {
@@ -428,7 +428,7 @@ func (s *Store) checkVersion(ctx context.Context) error {
 }
 
 // Timeout is the most one decision waits, queueing included, before it
-// fails with ErrStoreUnavailable (RedisOptions.Timeout). A FailoverStore
+// fails with ErrStoreUnavailable (redisstore.Options.Timeout). A failover.Store
 // in front of the store relies on it instead of a deadline of its own when
 // it is no longer than its own timeout.
 func (s *Store) Timeout() time.Duration { return s.timeout }
@@ -524,7 +524,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool, l
 }
 
 // negativeCache holds rejections that cannot turn into admissions before
-// their RetryAfter (see RedisOptions.NegativeCacheSize).
+// their RetryAfter (see redisstore.Options.NegativeCacheSize).
 type negativeCache struct {
 	mu      sync.Mutex
 	max     int

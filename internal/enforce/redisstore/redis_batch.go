@@ -20,7 +20,7 @@ import (
 // not honour context deadlines on its sockets.
 //
 // The caller's context is watched only when it has a deadline of its own
-// (a FailoverStore's, say), which the wait then honours: a request's
+// (a failover.Store's, say), which the wait then honours: a request's
 // context from net/http has none, can only be cancelled, and Done would
 // allocate its channel for every decision just to let a caller whose
 // client has gone return a few hundred microseconds sooner; the decision
@@ -542,7 +542,7 @@ func deliver(reqs []*redisCall, reply scriptReply, gen uint64) {
 
 // batchError is the failure of a call that failed with the rest of its
 // batch (one script call or pipeline, or the queue behind one): a
-// FailoverStore counts the failures of one batch as one, so one stalled
+// failover.Store counts the failures of one batch as one, so one stalled
 // round trip under 64 callers is not taken for 64 failures.
 type batchError struct {
 	batch uint64

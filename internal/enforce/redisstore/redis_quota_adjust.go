@@ -13,7 +13,7 @@ import (
 //go:embed scripts/adjust.lua
 var adjustScript string
 
-// GrantQuota is MemoryStore.GrantQuota on Redis, atomic with decisions.
+// GrantQuota is memstore.Store.GrantQuota on Redis, atomic with decisions.
 func (s *Store) GrantQuota(ctx context.Context, req enforce.Request, units int64) (enforce.LayerResult, error) {
 	if units < 1 {
 		return enforce.LayerResult{}, fmt.Errorf("%w: a grant of %d units", enforce.ErrInvalidRequest, units)
@@ -21,7 +21,7 @@ func (s *Store) GrantQuota(ctx context.Context, req enforce.Request, units int64
 	return s.adjust(ctx, req, strconv.FormatInt(units, 10))
 }
 
-// ResetQuota is MemoryStore.ResetQuota on Redis, atomic with decisions.
+// ResetQuota is memstore.Store.ResetQuota on Redis, atomic with decisions.
 func (s *Store) ResetQuota(ctx context.Context, req enforce.Request) (enforce.LayerResult, error) {
 	return s.adjust(ctx, req, "reset")
 }

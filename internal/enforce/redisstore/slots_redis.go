@@ -261,9 +261,20 @@ func (s *Store) RenewSlots(ctx context.Context, l *enforce.Lease) error {
 	if len(l.Keys) == 0 {
 		return nil
 	}
-	reply, err := s.runSlots(ctx, l.Keys, slotOp("n", l))
+	op := slotOp("n", l)
+	for i := range l.Keys {
+		op[4+i] = l.ExpiresAt.UnixMicro()
+	}
+	reply, err := s.runSlots(ctx, l.Keys, op)
 	if err != nil {
 		return err
+	}
+	// A lease that had run out stays lost (its slots may be another's):
+	// its term does not move, so a later renewal does not revive it.
+	for i := range l.Keys {
+		if len(reply) < 3+2*i || reply[2+2*i] != 1 {
+			return nil
+		}
 	}
 	l.ExpiresAt = time.UnixMicro(reply[0]).Add(l.Duration)
 	return nil

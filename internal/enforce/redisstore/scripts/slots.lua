@@ -17,13 +17,17 @@
 --   ARGV[p+3]  n, the number of the operation's keys, the next n KEYS
 --   ARGV[p+4 .. p+3+n]  each key's limit, negative for a shadow limit
 --              (which refuses nothing and, when full, holds no slot); 0
---              for 'r' and 'n'
+--              for 'r'; for 'n', when the lease runs out by its holder's
+--              count (us)
 --
 -- Returns {now, then per operation: allowed, then per key: has a slot, in
 -- flight}; in flight counts the live leases, this one included when it was
--- taken ('r' and 'n' answer 1 and zeros). Expired leases are dropped before
--- counting, so a crashed holder's slots come back one lease after its last
--- renewal. Every key written gets a TTL a second past its latest lease.
+-- taken ('r' answers 1 and zeros, 'n' has a slot 1 where the lease was
+-- renewed). Expired leases are dropped before counting, so a crashed
+-- holder's slots come back one lease after its last renewal. A renewal
+-- puts back a lease Redis lost (restarted empty) while its holder's count
+-- says it is live, so the requests still running are counted again.
+-- Every key written gets a TTL a second past its latest lease.
 
 local now
 if ARGV[1] ~= '' then
@@ -57,13 +61,20 @@ while p <= #ARGV do
   elseif op == 'n' then
     for i = 0, n - 1 do
       -- Only a lease still live is renewed: an expired one's slot may be
-      -- another's by now.
+      -- another's by now. A live lease that is missing was lost with
+      -- Redis's data: it is put back.
       local score = redis.call('ZSCORE', KEYS[q + i], id)
-      if score and tonumber(score) > now then
-        redis.call('ZADD', KEYS[q + i], 'XX', expires, id)
+      local live
+      if score then
+        live = tonumber(score) > now
+      else
+        live = tonumber(ARGV[p + 4 + i]) > now
+      end
+      if live then
+        redis.call('ZADD', KEYS[q + i], expires, id)
         keep(KEYS[q + i], ttl)
       end
-      out[#out + 1] = 0
+      out[#out + 1] = live and 1 or 0
       out[#out + 1] = 0
     end
   else

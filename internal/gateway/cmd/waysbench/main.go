@@ -50,7 +50,7 @@ func main() {
 	mode := flag.String("mode", "", "rls|erl|mw|check")
 	addr := flag.String("addr", "", "host:port")
 	key := flag.String("key", "", "api key")
-	domain := flag.String("domain", "sluice", "")
+	domain := flag.String("domain", "demo", "the rate-limit domain: for the portal, the slug of the service the route is declared in")
 	pid := flag.Int("pid", 0, "server pid")
 	conc := flag.Int("c", 64, "callers")
 	dur := flag.Duration("d", 5*time.Second, "")

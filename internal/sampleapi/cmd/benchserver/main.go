@@ -3,11 +3,11 @@
 // the same machine:
 //
 //	-mode bare        the sample API without any rate limiting
-//	-mode sluice      the sample API behind enforce.Middleware deciding with
-//	                  a RedisStore inside a FailoverStore (as the portal runs
+//	-mode sluice      the sample API behind httplimit.Middleware deciding with
+//	                  a redisstore.Store inside a failover.Store (as the portal runs
 //	                  it): two layers, a plan-wide token bucket and a tier on
 //	                  GET /api/items/{id}, both so high they never reject
-//	-mode memory      the same middleware and layers on a MemoryStore (the
+//	-mode memory      the same middleware and layers on a memstore.Store (the
 //	                  single-instance default): what the middleware itself costs
 //	-mode redis_rate  the sample API behind a plain middleware calling
 //	                  go-redis/redis_rate (one layer, same never-rejecting rate)
@@ -63,10 +63,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:18080", "listen address")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL (modes sluice and redis_rate)")
 	prefix := fs.String("prefix", "bench:", "Redis key prefix")
-	withFailover := fs.Bool("failover", false, "mode sluice: guard the Redis store with a FailoverStore (local fallback) as the portal does; "+
+	withFailover := fs.Bool("failover", false, "mode sluice: guard the Redis store with a failover.Store (local fallback) as the portal does; "+
 		"off by default so that every decision is measured on Redis (a timeout under CPU saturation would decide locally)")
 	usage := fs.Bool("usage", true, "mode sluice: record per-route usage counters in Redis, as the portal's dashboard needs")
-	pipelines := fs.Int("pipelines", 0, "mode sluice: RedisOptions.Pipelines, the pipelines in flight (0: the store's default)")
+	pipelines := fs.Int("pipelines", 0, "mode sluice: redisstore.Options.Pipelines, the pipelines in flight (0: the store's default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the serving period to this file")
 	if err := fs.Parse(args); err != nil {
 		return err

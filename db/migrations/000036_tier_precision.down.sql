@@ -1,0 +1,1 @@
+ALTER TABLE plan_limits DROP COLUMN precision;
