@@ -28,6 +28,8 @@ func validateSettle(prefix string, l LimitInput, algo enforce.Algorithm) []Field
 		add("count_when", "must be always: a concurrency limit counts requests in flight, whatever they answer")
 	case when != enforce.CountAlways && algo == enforce.SlidingWindowLog:
 		add("count_when", "must be always for sliding_window_log: its entries cannot be given back after the response; use sliding_window_counter")
+	case when != enforce.CountAlways && !settledExactly(l):
+		add("count_when", "must be always unless the precision is exact: a leased or local tier decides in an instance's memory, where a response's settlement does not reach")
 	}
 	switch h := l.CostHeader; {
 	case h == "":
@@ -37,8 +39,16 @@ func validateSettle(prefix string, l LimitInput, algo enforce.Algorithm) []Field
 		add("cost_header", "must be empty: a request in flight holds one slot of a concurrency limit")
 	case algo == enforce.SlidingWindowLog:
 		add("cost_header", "must be empty for sliding_window_log: its entries cannot be settled after the response; use sliding_window_counter")
+	case !settledExactly(l):
+		add("cost_header", "must be empty unless the precision is exact: a leased or local tier decides in an instance's memory, where a response's settlement does not reach")
 	}
 	return errs
+}
+
+// settledExactly reports whether a tier's settlements reach the state it
+// is decided on: an exact tier's, in the shared store.
+func settledExactly(l LimitInput) bool {
+	return enforce.Precision(l.Precision).OrExact() == enforce.PrecisionExact
 }
 
 // validHeaderName reports whether h is an HTTP field name (RFC 9110 token).

@@ -105,6 +105,8 @@ func TestValidate(t *testing.T) {
 		{"CostHeaderWithColon", withTier(func(l *plans.LimitInput) { l.CostHeader = "X-Tokens:" }), "limits[1].cost_header"},
 		{"CostHeaderTooLong", withTier(func(l *plans.LimitInput) { l.CostHeader = "X-" + strings.Repeat("t", 63) }), "limits[1].cost_header"},
 		{"CostHeaderOnSlidingLog", withTier(func(l *plans.LimitInput) { l.Algorithm = "sliding_window_log"; l.CostHeader = "X-Tokens" }), "limits[1].cost_header"},
+		{"CountWhenOnLeasedTier", withTier(func(l *plans.LimitInput) { l.Precision = "leased"; l.Limit = 10000; l.CountWhen = "success" }), "limits[1].count_when"},
+		{"CostHeaderOnLocalTier", withTier(func(l *plans.LimitInput) { l.Precision = "local"; l.CostHeader = "X-Tokens" }), "limits[1].cost_header"},
 		{"DuplicateRouteAlgorithmWindow", withTier(func(l *plans.LimitInput) {
 			l.Name = "other"
 			l.Route = ""
