@@ -37,6 +37,7 @@ type portal struct {
 	plan   plans.Plan
 	key    apikeys.Key
 	secret string
+	holder *snapshot.Holder
 }
 
 func newPortal(t *testing.T) *portal {
@@ -76,7 +77,7 @@ func newPortal(t *testing.T) *portal {
 	mux.Handle(gateway.PolicyPath, gateway.NewPolicyFeed(gateway.SnapshotPolicy(h), repo, logger))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	p.url = srv.URL
+	p.url, p.holder = srv.URL, h
 	return p
 }
 

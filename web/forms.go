@@ -51,6 +51,9 @@ func tierInput(r *http.Request) (plans.LimitInput, views.FieldErrors, map[string
 		Period:    r.PostFormValue("period"),
 		CountPer:  r.PostFormValue("count_per"),
 		Precision: r.PostFormValue("precision"),
+
+		CountWhen:  r.PostFormValue("count_when"),
+		CostHeader: r.PostFormValue("cost_header"),
 	}
 	in.Limit = formInt(r, "limit", errs, typed)
 	in.WindowSeconds = formInt(r, "window_seconds", errs, typed)

@@ -253,10 +253,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	})
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = usageHistory.Run(bg) }()
-	// The request log and analytics (issue 36): the decision path logs
-	// each decision with usage.writer.Log once the engine's single entry
-	// point calls it (docs/usage-data.md, "Where the engine calls in");
-	// meanwhile the writer keeps the log's partitions and retention.
+	// The request log and analytics (issue 36): every way in through the
+	// middleware logs each decision with usage.writer.Log, which buffers it
+	// and writes off the request path (docs/usage-data.md).
 	usage, err := startUsage(bg, &wg, d, metrics, holder, cmp.Or(dashboard, limiter))
 	if err != nil {
 		stop()
@@ -291,6 +290,8 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Registerer:     metrics,
 		FailureMode:    d.cfg.RedisFailureMode,
 		Record:         usageHistory,
+		RequestLog:     usage.writer,
+		Settled:        usageHistory,
 		Shadow:         usageHistory,
 		SlotLease:      d.cfg.ConcurrencyLease,
 		Tracer:         tracer,

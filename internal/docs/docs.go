@@ -116,6 +116,10 @@ type LimitDoc struct {
 	// CountPer is whose state the limit counts: "key" (each of your keys
 	// on its own) or "developer" (all your keys together).
 	CountPer string
+	// CountWhen is "success" or "error" when only those responses count,
+	// "" when every one does; CostHeader the response header whose value
+	// is a request's cost ("" for none).
+	CountWhen, CostHeader string
 	// Rate reads "100 per minute"; with a cost above 1 it goes on
 	// "; each request costs 2, so 50 requests".
 	Rate string
@@ -273,6 +277,19 @@ func limitDoc(planSlug string, l plans.Limit, instances int) LimitDoc {
 		d.Rate += ", counted across all your keys"
 	case d.CountPer != plans.DefaultCountPer(l.Route):
 		d.Rate += ", counted per key"
+	}
+	// Settled after the response (enforce.Settle): the docs say how.
+	switch l.CountWhen {
+	case enforce.CountSuccess:
+		d.CountWhen = string(l.CountWhen)
+		d.Rate += "; only successful responses (1xx-3xx) count, an error gives its cost back"
+	case enforce.CountError:
+		d.CountWhen = string(l.CountWhen)
+		d.Rate += "; only error responses (4xx-5xx) count, a success gives its cost back"
+	}
+	if l.CostHeader != "" {
+		d.CostHeader = l.CostHeader
+		d.Rate += fmt.Sprintf("; a request is charged %d up front, then what the API's %s response header says it cost", cost, l.CostHeader)
 	}
 	d.Explanation = explain(d)
 	d.OverLimit = overLimit(d)

@@ -85,6 +85,11 @@ type oaLimitSpec struct {
 	// Precision is exact, leased or local (see the limit's docs for what
 	// leased and local mean for the headers, and their bound).
 	Precision string `json:"precision"`
+	// CountWhen is "success" or "error" for a limit counting only those
+	// responses (left out: every response); CostHeader a response header
+	// whose whole-number value is the request's cost.
+	CountWhen  string `json:"count_when,omitempty"`
+	CostHeader string `json:"cost_header,omitempty"`
 }
 
 type oaParameter struct {
@@ -242,7 +247,7 @@ func operation(e EndpointDoc) *oaOperation {
 			}
 			spec := oaLimitSpec{Policy: l.Policy, Scope: scope, Algorithm: string(l.Algorithm),
 				Limit: l.Limit, WindowSeconds: int64(l.Window.Seconds()), Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode),
-				CountPer: l.CountPer, Precision: string(l.Precision)}
+				CountPer: l.CountPer, Precision: string(l.Precision), CountWhen: l.CountWhen, CostHeader: l.CostHeader}
 			if l.Period != "" {
 				spec.WindowSeconds, spec.Period, spec.Renews = 0, string(l.Period), "billing_anchor"
 			}

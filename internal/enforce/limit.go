@@ -88,6 +88,15 @@ type Limit struct {
 	Burst int64
 	// Cost is what one request spends (0 means 1).
 	Cost int64
+	// CountWhen says which responses the Cost counts for ("" means
+	// CountAlways): the request is decided and charged up front, and a
+	// response of the other kind gives the Cost back when it is known
+	// (see Settle).
+	CountWhen CountWhen
+	// CostHeader names a response header whose whole-number value is what
+	// the request really cost ("" for none): the Cost is charged up front
+	// and the difference settled when the response is known (see Settle).
+	CostHeader string
 	// Mode is what happens over the limit ("" means ModeReject).
 	Mode Mode
 	// Period is a Quota's renewal period; Window is then ignored.

@@ -145,6 +145,8 @@ type Recorder struct {
 	pending       map[rowKey]tallyCount
 	pendingShadow map[shadowRowKey]int64
 	lastPrune     time.Time
+	// settled tallies the units responses settled (units.go).
+	settled settled
 
 	metrics recorderMetrics
 }
@@ -318,6 +320,9 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		clear(r.pending)
 		clear(r.pendingShadow)
 		r.metrics.pending.Set(0)
+	}
+	if err := r.flushSettled(ctx); err != nil {
+		return err
 	}
 	if now := r.now(); now.Sub(r.lastPrune) >= pruneEvery {
 		if err := Prune(ctx, r.pool, now); err != nil {
@@ -509,6 +514,7 @@ const (
 	pruneMinutes = `DELETE FROM usage_minutes WHERE minute < $1`
 	pruneHours   = `DELETE FROM usage_hours WHERE hour < $1`
 	pruneShadow  = `DELETE FROM shadow_minutes WHERE minute < $1`
+	pruneUnits   = `DELETE FROM usage_tier_units WHERE hour < $1`
 )
 
 // Prune deletes minute rows older than MinuteRetention and hour rows older
@@ -521,6 +527,7 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, now time.Time) error {
 		{pruneMinutes, now.Add(-MinuteRetention)},
 		{pruneHours, now.Add(-HourRetention)},
 		{pruneShadow, now.Add(-MinuteRetention)},
+		{pruneUnits, now.Add(-HourRetention)},
 	} {
 		if _, err := pool.Exec(ctx, q.sql, q.cutoff); err != nil {
 			return fmt.Errorf("usage history: prune: %w", err)

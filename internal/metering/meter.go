@@ -1,8 +1,9 @@
 // Package metering turns the usage history into usage records a billing
 // system can take: per developer, plan, tier and period (an hour or a
-// day), the admitted requests the tier counted, with an idempotent id. A
-// Meter closes each period once the instances' tallies have reached
-// Postgres, and reads it again an hour later: requests that reached the
+// day), the admitted requests the tier counted and the cost units they
+// spent (its cost per request, as settled after the responses), with an
+// idempotent id. A Meter closes each period once the instances' tallies
+// have reached Postgres, and reads it again an hour later: requests that reached the
 // history late are added by a further record (the next revision), so a
 // record is never changed and the records of a period always sum to the
 // history's count. A Sender pushes records to a webhook in the shape of a
@@ -138,7 +139,9 @@ type recordKey struct {
 	plan, tier string
 }
 
-type counts struct{ requests, rejected int64 }
+// counts are a record's figures: admitted and rejected requests, and the
+// cost units the admitted ones spent.
+type counts struct{ requests, rejected, units int64 }
 
 // Close reads every period that is due, from the oldest: one that ended at
 // least Grace ago and was never read, or that was read once and ended at
@@ -203,10 +206,13 @@ ON CONFLICT (period_start) DO UPDATE SET checks = meter_periods.checks + 1, chec
 	return written, nil
 }
 
-// tier is one tier as metering counts it: the routes it applies to.
+// tier is one tier as metering counts it: the routes it applies to, what
+// a request costs it, and its policy name (the engine's name for it).
 type tier struct {
-	name  string
-	route string // "" for every route
+	name   string
+	route  string // "" for every route
+	cost   int64
+	policy string
 }
 
 // tiers are each plan's tiers (shadow tiers left out: they count nothing
@@ -220,7 +226,8 @@ func (m *Meter) tiers(ctx context.Context, tx pgx.Tx) (map[string][]tier, error)
 	for _, p := range ps {
 		for _, l := range p.Limits {
 			if l.Mode != enforce.ModeShadow {
-				out[p.Slug] = append(out[p.Slug], tier{name: l.Name, route: l.Route})
+				out[p.Slug] = append(out[p.Slug], tier{name: l.Name, route: l.Route, cost: max(l.Cost, 1),
+					policy: plans.PolicyName(p.Slug, l.Name)})
 			}
 		}
 	}
@@ -232,15 +239,19 @@ SELECT user_id, plan, route, sum(admitted)::bigint, sum(rejected)::bigint FROM u
 WHERE hour >= $1 AND hour < $2 AND user_id <> 0
 GROUP BY 1, 2, 3`
 
+const readSettled = `
+SELECT user_id, plan, tier, sum(units)::bigint FROM usage_tier_units
+WHERE hour >= $1 AND hour < $2 GROUP BY 1, 2, 3`
+
 const readRecorded = `
-SELECT user_id, plan, tier, sum(requests)::bigint, sum(rejected)::bigint, max(revision) FROM meter_records
+SELECT user_id, plan, tier, sum(requests)::bigint, sum(rejected)::bigint, sum(units)::bigint, max(revision) FROM meter_records
 WHERE period_start = $1 GROUP BY 1, 2, 3`
 
 const insertRecords = `
-INSERT INTO meter_records (id, user_id, plan, tier, period_start, period_end, revision, requests, rejected)
-SELECT id, user_id, plan, tier, $1, $2, revision, requests, rejected
-FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::bigint[])
-    AS r(id, user_id, plan, tier, revision, requests, rejected)`
+INSERT INTO meter_records (id, user_id, plan, tier, period_start, period_end, revision, requests, rejected, units)
+SELECT id, user_id, plan, tier, $1, $2, revision, requests, rejected, units
+FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[])
+    AS r(id, user_id, plan, tier, revision, requests, rejected, units)`
 
 // closePeriod writes the records of [start, end) that the history has
 // grown by since the period's last records.
@@ -256,23 +267,46 @@ func (m *Meter) closePeriod(ctx context.Context, tx pgx.Tx, start, end time.Time
 		admitted, rejected, rev int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&user, &plan, &route, &admitted, &rejected}, func() error {
-		add := func(t string) {
+		add := func(t string, cost int64) {
 			k := recordKey{user, plan, t}
 			c := totals[k]
 			c.requests += admitted
 			c.rejected += rejected
+			c.units += admitted * cost
 			totals[k] = c
 		}
-		add(AllTiers)
+		add(AllTiers, 1) // every request, one unit each
 		for _, t := range tiers[plan] {
 			if t.route == "" || t.route == route {
-				add(t.name)
+				add(t.name, t.cost)
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("metering: read history: %w", err)
+	}
+	// What the responses settled: given back (count_when) or charged
+	// and given back (cost_header), by the tier's policy name.
+	rows, err = tx.Query(ctx, readSettled, start, end)
+	if err != nil {
+		return 0, fmt.Errorf("metering: read settled units: %w", err)
+	}
+	var policy string
+	var units int64
+	_, err = pgx.ForEachRow(rows, []any{&user, &plan, &policy, &units}, func() error {
+		for _, t := range tiers[plan] {
+			if t.policy == policy {
+				k := recordKey{user, plan, t.name}
+				c := totals[k]
+				c.units += units
+				totals[k] = c
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("metering: read settled units: %w", err)
 	}
 	recorded := map[recordKey]counts{}
 	revisions := map[recordKey]int{}
@@ -281,9 +315,9 @@ func (m *Meter) closePeriod(ctx context.Context, tx pgx.Tx, start, end time.Time
 		return 0, fmt.Errorf("metering: read records: %w", err)
 	}
 	var tierName string
-	_, err = pgx.ForEachRow(rows, []any{&user, &plan, &tierName, &admitted, &rejected, &rev}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&user, &plan, &tierName, &admitted, &rejected, &units, &rev}, func() error {
 		k := recordKey{user, plan, tierName}
-		recorded[k] = counts{admitted, rejected}
+		recorded[k] = counts{admitted, rejected, units}
 		revisions[k] = int(rev) + 1
 		return nil
 	})
@@ -292,12 +326,12 @@ func (m *Meter) closePeriod(ctx context.Context, tx pgx.Tx, start, end time.Time
 	}
 	var (
 		ids, plansCol, tiersCol []string
-		users, reqs, rejs       []int64
+		users, reqs, rejs, us   []int64
 		revs                    []int32
 	)
 	for k, c := range totals {
-		d := counts{c.requests - recorded[k].requests, c.rejected - recorded[k].rejected}
-		if d.requests < 0 || d.rejected < 0 || (d.requests == 0 && d.rejected == 0) {
+		d := counts{c.requests - recorded[k].requests, c.rejected - recorded[k].rejected, c.units - recorded[k].units}
+		if d.requests < 0 || d.rejected < 0 || d.units < 0 || (d.requests == 0 && d.rejected == 0 && d.units == 0) {
 			// Nothing new, or less than recorded: the history was pruned
 			// under a period still being read; records never go back.
 			continue
@@ -305,12 +339,12 @@ func (m *Meter) closePeriod(ctx context.Context, tx pgx.Tx, start, end time.Time
 		r := revisions[k]
 		ids = append(ids, RecordID(k.userID, k.plan, k.tier, start, r))
 		users, plansCol, tiersCol = append(users, k.userID), append(plansCol, k.plan), append(tiersCol, k.tier)
-		revs, reqs, rejs = append(revs, int32(r)), append(reqs, d.requests), append(rejs, d.rejected)
+		revs, reqs, rejs, us = append(revs, int32(r)), append(reqs, d.requests), append(rejs, d.rejected), append(us, d.units)
 	}
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	if _, err := tx.Exec(ctx, insertRecords, start, end, ids, users, plansCol, tiersCol, revs, reqs, rejs); err != nil {
+	if _, err := tx.Exec(ctx, insertRecords, start, end, ids, users, plansCol, tiersCol, revs, reqs, rejs, us); err != nil {
 		return 0, fmt.Errorf("metering: write records: %w", err)
 	}
 	return len(ids), nil

@@ -14,20 +14,23 @@ import (
 
 // Record is one usage record as read.
 type Record struct {
-	ID             string     `json:"id"`
-	DeveloperID    int64      `json:"developer_id"`
-	DeveloperEmail string     `json:"developer_email"`
-	Plan           string     `json:"plan"`
-	Tier           string     `json:"tier"`
-	PeriodStart    time.Time  `json:"period_start"`
-	PeriodEnd      time.Time  `json:"period_end"`
-	Revision       int        `json:"revision"`
-	Requests       int64      `json:"requests"`
-	Rejected       int64      `json:"rejected"`
-	CreatedAt      time.Time  `json:"created_at"`
-	DeliveredAt    *time.Time `json:"delivered_at"`
-	Attempts       int        `json:"delivery_attempts"`
-	LastError      string     `json:"last_delivery_error"`
+	ID             string    `json:"id"`
+	DeveloperID    int64     `json:"developer_id"`
+	DeveloperEmail string    `json:"developer_email"`
+	Plan           string    `json:"plan"`
+	Tier           string    `json:"tier"`
+	PeriodStart    time.Time `json:"period_start"`
+	PeriodEnd      time.Time `json:"period_end"`
+	Revision       int       `json:"revision"`
+	Requests       int64     `json:"requests"`
+	Rejected       int64     `json:"rejected"`
+	// Units is the cost units the admitted requests spent on the tier, as
+	// settled after their responses (one a request for tier "").
+	Units       int64      `json:"units"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DeliveredAt *time.Time `json:"delivered_at"`
+	Attempts    int        `json:"delivery_attempts"`
+	LastError   string     `json:"last_delivery_error"`
 }
 
 // Filter selects records whose period starts in [From, To); fields that
@@ -70,7 +73,7 @@ const MaxExport = 1_000_000
 
 const selectRecords = `
 SELECT r.id, r.user_id, COALESCE(u.email, ''), r.plan, r.tier, r.period_start, r.period_end, r.revision,
-       r.requests, r.rejected, r.created_at, r.delivered_at, r.attempts, r.last_error
+       r.requests, r.rejected, r.units, r.created_at, r.delivered_at, r.attempts, r.last_error
 FROM meter_records r LEFT JOIN users u ON u.id = r.user_id
 WHERE r.period_start >= $1 AND r.period_start < $2 AND ($3 = 0 OR r.user_id = $3) AND ($4 = '' OR r.plan = $4)
   AND ($5 = '' OR r.tier = $5) AND (NOT $6 OR r.tier = '') AND (r.period_start, r.id) > ($7, $8)
@@ -111,7 +114,7 @@ func (q *Reader) each(ctx context.Context, f Filter, after Cursor, limit int, fn
 	}
 	var r Record
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.DeveloperID, &r.DeveloperEmail, &r.Plan, &r.Tier, &r.PeriodStart, &r.PeriodEnd,
-		&r.Revision, &r.Requests, &r.Rejected, &r.CreatedAt, &r.DeliveredAt, &r.Attempts, &r.LastError}, func() error {
+		&r.Revision, &r.Requests, &r.Rejected, &r.Units, &r.CreatedAt, &r.DeliveredAt, &r.Attempts, &r.LastError}, func() error {
 		r.PeriodStart, r.PeriodEnd, r.CreatedAt = r.PeriodStart.UTC(), r.PeriodEnd.UTC(), r.CreatedAt.UTC()
 		return fn(r)
 	})
@@ -124,7 +127,7 @@ func (q *Reader) each(ctx context.Context, f Filter, after Cursor, limit int, fn
 // CSVHeader is the first line of a records download; CSVRow is a record's
 // line under it.
 var CSVHeader = []string{"id", "developer_id", "developer_email", "plan", "tier", "period_start", "period_end",
-	"revision", "requests", "rejected", "created_at", "delivered_at"}
+	"revision", "requests", "rejected", "units", "created_at", "delivered_at"}
 
 // CSVRow is r as a line of CSVHeader's columns.
 func CSVRow(r Record) []string {
@@ -138,5 +141,6 @@ func CSVRow(r Record) []string {
 	}
 	return []string{r.ID, strconv.FormatInt(r.DeveloperID, 10), email, r.Plan, r.Tier,
 		r.PeriodStart.Format(time.RFC3339), r.PeriodEnd.Format(time.RFC3339), strconv.Itoa(r.Revision),
-		strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.Rejected, 10), r.CreatedAt.Format(time.RFC3339), delivered}
+		strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.Rejected, 10), strconv.FormatInt(r.Units, 10),
+		r.CreatedAt.Format(time.RFC3339), delivered}
 }

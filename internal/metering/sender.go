@@ -131,8 +131,11 @@ type Event struct {
 // EventPayload is an event's payload; Stripe takes payload values as
 // strings.
 type EventPayload struct {
-	// Value is the admitted requests the record adds.
+	// Value is the cost units the record adds: what its admitted requests
+	// cost the tier, settled after their responses (for tier "", one a
+	// request). Requests is how many admitted requests that was.
 	Value          string `json:"value"`
+	Requests       string `json:"requests"`
 	DeveloperID    string `json:"developer_id"`
 	DeveloperEmail string `json:"developer_email"`
 	Plan           string `json:"plan"`
@@ -159,9 +162,9 @@ WITH due AS (
 ), claimed AS (
     UPDATE meter_records r SET locked_until = now() + make_interval(secs => $2), attempts = r.attempts + 1
     FROM due WHERE r.id = due.id
-    RETURNING r.id, r.user_id, r.plan, r.tier, r.period_start, r.period_end, r.revision, r.requests, r.rejected, r.attempts
+    RETURNING r.id, r.user_id, r.plan, r.tier, r.period_start, r.period_end, r.revision, r.requests, r.rejected, r.units, r.attempts
 )
-SELECT c.id, c.user_id, COALESCE(u.email, ''), c.plan, c.tier, c.period_start, c.period_end, c.revision, c.requests, c.rejected, c.attempts
+SELECT c.id, c.user_id, COALESCE(u.email, ''), c.plan, c.tier, c.period_start, c.period_end, c.revision, c.requests, c.rejected, c.units, c.attempts
 FROM claimed c LEFT JOIN users u ON u.id = c.user_id
 ORDER BY c.period_start, c.id`
 
@@ -181,15 +184,15 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	)
 	var r struct {
 		id, email, plan, tier string
-		user, req, rej        int64
+		user, req, rej, units int64
 		start, end            time.Time
 		rev, attempts         int
 	}
-	_, err = pgx.ForEachRow(rows, []any{&r.id, &r.user, &r.email, &r.plan, &r.tier, &r.start, &r.end, &r.rev, &r.req, &r.rej, &r.attempts}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.id, &r.user, &r.email, &r.plan, &r.tier, &r.start, &r.end, &r.rev, &r.req, &r.rej, &r.units, &r.attempts}, func() error {
 		ids = append(ids, r.id)
 		attempts = max(attempts, r.attempts)
 		d.Events = append(d.Events, Event{EventName: s.opts.EventName, Identifier: r.id, Timestamp: r.start.UTC(), Payload: EventPayload{
-			Value: strconv.FormatInt(r.req, 10), DeveloperID: strconv.FormatInt(r.user, 10), DeveloperEmail: r.email,
+			Value: strconv.FormatInt(r.units, 10), Requests: strconv.FormatInt(r.req, 10), DeveloperID: strconv.FormatInt(r.user, 10), DeveloperEmail: r.email,
 			Plan: r.plan, Tier: r.tier, Rejected: strconv.FormatInt(r.rej, 10),
 			PeriodStart: r.start.UTC().Format(time.RFC3339), PeriodEnd: r.end.UTC().Format(time.RFC3339), Revision: strconv.Itoa(r.rev),
 		}})

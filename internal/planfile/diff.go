@@ -101,6 +101,12 @@ func show(v any) string {
 		if x.Algorithm != "concurrency" {
 			fmt.Fprintf(&b, "cost %d, ", x.Cost)
 		}
+		if x.CountWhen != "" && x.CountWhen != "always" {
+			fmt.Fprintf(&b, "counting %s only, ", x.CountWhen)
+		}
+		if x.CostHeader != "" {
+			fmt.Fprintf(&b, "cost from %s, ", x.CostHeader)
+		}
 		fmt.Fprintf(&b, "%s, per %s", x.Mode, x.CountPer)
 		if x.Precision != "" && x.Precision != string(enforce.PrecisionExact) {
 			fmt.Fprintf(&b, ", %s", x.Precision)
@@ -267,6 +273,8 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 		add(p+"mode", old.Mode, l.Mode)
 		add(p+"period", old.Period, l.Period)
 		add(p+"count_per", old.CountPer, l.CountPer)
+		add(p+"count_when", old.CountWhen, l.CountWhen)
+		add(p+"cost_header", old.CostHeader, l.CostHeader)
 		add(p+"precision", old.Precision, l.Precision)
 	}
 	// Order is what the dashboard and the docs show; a reorder alone is
@@ -284,5 +292,5 @@ func planFields(a, b plans.PlanInput) []FieldChange {
 func tierOf(l plans.LimitInput) Tier {
 	return Tier{Name: l.Name, Route: l.Route, Algorithm: l.Algorithm, Limit: l.Limit,
 		WindowSeconds: l.WindowSeconds, Burst: l.Burst, Cost: l.Cost, Mode: l.Mode, Period: l.Period,
-		CountPer: l.CountPer, Precision: l.Precision}
+		CountPer: l.CountPer, Precision: l.Precision, CountWhen: l.CountWhen, CostHeader: l.CostHeader}
 }

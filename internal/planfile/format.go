@@ -77,6 +77,12 @@ type Tier struct {
 	// Precision is how exactly the tier is enforced across instances:
 	// exact, leased or local; left out for exact, the default.
 	Precision string `yaml:"precision,omitempty" json:"precision,omitempty"`
+	// CountWhen is which responses the cost counts for: success or error;
+	// left out for always.
+	CountWhen string `yaml:"count_when,omitempty" json:"count_when,omitempty"`
+	// CostHeader names a response header carrying the request's cost;
+	// left out for none.
+	CostHeader string `yaml:"cost_header,omitempty" json:"cost_header,omitempty"`
 }
 
 // Input is the plan as the plans package validates and stores it.
@@ -95,6 +101,7 @@ func (p Plan) Input() plans.PlanInput {
 			Name: strings.TrimSpace(t.Name), Route: strings.TrimSpace(t.Route), Algorithm: t.Algorithm, Mode: t.Mode,
 			Limit: t.Limit, WindowSeconds: t.WindowSeconds, Burst: t.Burst, Cost: t.Cost, Period: t.Period,
 			CountPer: strings.TrimSpace(t.CountPer), Precision: strings.TrimSpace(t.Precision),
+			CountWhen: strings.TrimSpace(t.CountWhen), CostHeader: t.CostHeader,
 		}
 	}
 	// The documented defaults, filled as the plans package fills them, so
@@ -138,7 +145,10 @@ func FromState(ps []plans.Plan, ss []services.Service) File {
 		for _, l := range p.Limits {
 			t := Tier{
 				Name: l.Name, Route: l.Route, Algorithm: string(l.Algorithm), Limit: l.Limit,
-				Cost: l.Cost, Mode: string(l.Mode), Period: string(l.Period),
+				Cost: l.Cost, Mode: string(l.Mode), Period: string(l.Period), CostHeader: l.CostHeader,
+			}
+			if l.CountWhen != enforce.CountAlways {
+				t.CountWhen = string(l.CountWhen)
 			}
 			if plans.UsesWindow(l.Algorithm) {
 				t.WindowSeconds = int64(l.Window / time.Second)

@@ -100,6 +100,15 @@ func tierShapes() [][]plans.LimitInput {
 		{Name: "search-quota", Route: routeSearch, Algorithm: "quota", Limit: 500, Period: "month", Mode: "degrade"},
 		{Name: "search-leased", Route: routeSearch, Algorithm: "token_bucket", Limit: 5000, WindowSeconds: 60, Precision: "leased"},
 	})
+	// Costs settled after the response: counting successes or errors
+	// only, and a cost from a response header (typed in lower case, kept
+	// in one spelling), on counters, a bucket and a quota.
+	sets = append(sets, []plans.LimitInput{
+		{Name: "llm-success", Route: routeItems, Algorithm: "fixed_window", Limit: 100, WindowSeconds: 60, CountWhen: "success"},
+		{Name: "llm-errors", Algorithm: "sliding_window_counter", Limit: 10, WindowSeconds: 60, CountWhen: "error"},
+		{Name: "llm-tokens", Route: routeItems, Algorithm: "token_bucket", Limit: 100000, WindowSeconds: 60, Cost: 100, CostHeader: "x-tokens-used"},
+		{Name: "llm-month", Algorithm: "quota", Limit: 1000000, Period: "month", CountWhen: "success", CostHeader: "X-Tokens-Used"},
+	})
 	return sets
 }
 
@@ -195,6 +204,9 @@ func TestExportWritesOnlyTheFieldsATierUses(t *testing.T) {
 			_, cost := l["cost"]
 			_, period := l["period"]
 			bucket := algo == "token_bucket" || algo == "leaky_bucket"
+			if w, ok := l["count_when"]; ok && w != "success" && w != "error" {
+				t.Errorf("%s/%v: count_when %v written", p.Slug, l["name"], w)
+			}
 			switch {
 			case (algo == "quota" || algo == "concurrency") == window:
 				t.Errorf("%s/%v (%s): window_seconds written %v", p.Slug, l["name"], algo, window)
@@ -219,6 +231,14 @@ func TestExportWritesOnlyTheFieldsATierUses(t *testing.T) {
 	}
 	if strings.Contains(string(b), "precision: exact") {
 		t.Errorf("an exact tier's precision, the default, is written:\n%s", b)
+	}
+	for _, want := range []string{"count_when: success", "count_when: error", "cost_header: X-Tokens-Used"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%q is not exported:\n%s", want, b)
+		}
+	}
+	if n := strings.Count(string(b), "cost_header:"); n != 2 {
+		t.Errorf("cost_header written %d times, want on the 2 tiers that have one:\n%s", n, b)
 	}
 	if !strings.Contains(string(b), "burst: 25") {
 		t.Errorf("a bucket's burst is not exported:\n%s", b)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"slices"
 	"strings"
 	"time"
@@ -70,7 +71,14 @@ type Limit struct {
 	Window time.Duration `json:"-"`
 	Burst  int64         `json:"burst"`
 	Cost   int64         `json:"cost"`
-	Mode   enforce.Mode  `json:"mode"`
+	// CountWhen is which responses the cost counts for: always (the
+	// default), success (1xx-3xx) or error (4xx-5xx), settled after the
+	// response by the ways in that see it.
+	CountWhen enforce.CountWhen `json:"count_when"`
+	// CostHeader names a response header whose whole-number value is the
+	// request's cost, settled after the response ("" for none).
+	CostHeader string       `json:"cost_header"`
+	Mode       enforce.Mode `json:"mode"`
 	// Period is a quota's renewal period (day, month or year), "" for the
 	// other algorithms.
 	Period enforce.Period `json:"period"`
@@ -166,6 +174,10 @@ func (l Limit) Enforce(planSlug string) enforce.Limit {
 		Mode:      l.Mode,
 		Period:    l.Period,
 		Route:     l.Route,
+		// Settled after the response (enforce.Settle); the engine's
+		// limit leaves the default (always) unsaid.
+		CountWhen:  countWhen(l.CountWhen),
+		CostHeader: l.CostHeader,
 		// By default a plan-wide limit binds the developer, all keys
 		// together, and an endpoint tier counts per key; a tier may say
 		// otherwise (CountPer).
@@ -182,6 +194,15 @@ func enginePrecision(p enforce.Precision) enforce.Precision {
 		return ""
 	}
 	return p
+
+}
+
+// countWhen is the engine's CountWhen for a tier's: "" for always.
+func countWhen(c enforce.CountWhen) enforce.CountWhen {
+	if c == enforce.CountAlways {
+		return ""
+	}
+	return c
 }
 
 // countPer is CountPer with the usual rule filled in for rows stored
@@ -207,6 +228,8 @@ func (l Limit) Input() LimitInput {
 		Period:        string(l.Period),
 		CountPer:      l.countPer(),
 		Precision:     string(l.Precision.OrExact()),
+		CountWhen:     string(l.CountWhen),
+		CostHeader:    l.CostHeader,
 	}
 }
 
@@ -262,6 +285,12 @@ type LimitInput struct {
 	// "exact" (the default, also for ""), "leased" or "local";
 	// enforce.ValidatePrecision says which algorithms may have which.
 	Precision string `json:"precision,omitempty"`
+	// CountWhen is which responses the cost counts for: "always" (the
+	// default, also ""), "success" (1xx-3xx) or "error" (4xx-5xx).
+	CountWhen string `json:"count_when,omitempty"`
+	// CostHeader names a response header whose whole-number value is the
+	// request's cost; "" for none.
+	CostHeader string `json:"cost_header,omitempty"`
 }
 
 // normalized fills the documented defaults.
@@ -275,6 +304,17 @@ func (in LimitInput) normalized() LimitInput {
 	in.Name = strings.TrimSpace(in.Name)
 	in.Route = strings.TrimSpace(in.Route)
 	in.CountPer = strings.TrimSpace(in.CountPer)
+	in.CountWhen = strings.TrimSpace(in.CountWhen)
+	if in.CountWhen == "" {
+		in.CountWhen = string(enforce.CountAlways)
+	}
+	if h := strings.TrimSpace(in.CostHeader); h != "" && validHeaderName(h) {
+		// Header names are case-insensitive: one spelling, so a file
+		// and the form compare equal.
+		in.CostHeader = textproto.CanonicalMIMEHeaderKey(h)
+	} else {
+		in.CostHeader = h
+	}
 	if in.CountPer == "" {
 		in.CountPer = DefaultCountPer(in.Route)
 	}
@@ -343,6 +383,9 @@ func (in LimitInput) limit(id int64, position int) Limit {
 		CountPer:  in.CountPer,
 		Precision: enforce.Precision(in.Precision),
 		Position:  position,
+
+		CountWhen:  enforce.CountWhen(in.CountWhen),
+		CostHeader: in.CostHeader,
 	}
 }
 

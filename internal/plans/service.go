@@ -107,7 +107,8 @@ const (
 SELECT id, slug, name, description, is_default, is_anonymous, is_public, version, archived_at, created_at, updated_at
 FROM plans`
 	selectLimits = `
-SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, period, count_per, precision, position
+SELECT id, plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, period, count_per, precision, position,
+       count_when, cost_header
 FROM plan_limits
 WHERE plan_id = ANY($1)
 ORDER BY plan_id, position, id`
@@ -129,6 +130,8 @@ type limitRow struct {
 	CountPer   string `db:"count_per"`
 	Precision  string `db:"precision"`
 	Position   int    `db:"position"`
+	CountWhen  string `db:"count_when"`
+	CostHeader string `db:"cost_header"`
 }
 
 func (r limitRow) limit() Limit {
@@ -150,6 +153,9 @@ func (r limitRow) limit() Limit {
 		CountPer:  r.CountPer,
 		Precision: enforce.Precision(r.Precision),
 		Position:  r.Position,
+
+		CountWhen:  enforce.CountWhen(r.CountWhen),
+		CostHeader: r.CostHeader,
 	}
 }
 
@@ -286,8 +292,9 @@ INSERT INTO plans (slug, name, description, is_default, is_anonymous, is_public)
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id`
 	insertLimit = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period, count_per, precision)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period, count_per, precision,
+                         count_when, cost_header)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 RETURNING id`
 )
 
@@ -335,7 +342,7 @@ func insertLimitRow(ctx context.Context, tx pgx.Tx, planID int64, l LimitInput, 
 	l = l.normalized()
 	var id int64
 	err := tx.QueryRow(ctx, insertLimit, planID, l.Name, l.Route, l.Algorithm, l.Limit,
-		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position, l.Period, l.CountPer, l.Precision).Scan(&id)
+		l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, position, l.Period, l.CountPer, l.Precision, l.CountWhen, l.CostHeader).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert limit %q: %w", l.Name, mapWriteError(err))
 	}
@@ -354,13 +361,15 @@ WHERE id = $1`
 const (
 	deleteOtherLimits = `DELETE FROM plan_limits WHERE plan_id = $1 AND name <> ALL($2)`
 	upsertLimit       = `
-INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period, count_per, precision)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+INSERT INTO plan_limits (plan_id, name, route, algorithm, limit_count, window_ms, burst, cost, mode, position, period, count_per, precision,
+                         count_when, cost_header)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (plan_id, name) DO UPDATE
 SET route = EXCLUDED.route, algorithm = EXCLUDED.algorithm, limit_count = EXCLUDED.limit_count,
     window_ms = EXCLUDED.window_ms, burst = EXCLUDED.burst, cost = EXCLUDED.cost,
     mode = EXCLUDED.mode, position = EXCLUDED.position, period = EXCLUDED.period,
-    count_per = EXCLUDED.count_per, precision = EXCLUDED.precision`
+    count_per = EXCLUDED.count_per, precision = EXCLUDED.precision, count_when = EXCLUDED.count_when,
+    cost_header = EXCLUDED.cost_header`
 )
 
 // ReplaceLimits makes limits, validated and in display order, the plan's
@@ -379,7 +388,7 @@ func ReplaceLimits(ctx context.Context, tx pgx.Tx, planID int64, limits []LimitI
 	for i, l := range limits {
 		l = l.normalized()
 		if _, err := tx.Exec(ctx, upsertLimit, planID, l.Name, l.Route, l.Algorithm, l.Limit,
-			l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period, l.CountPer, l.Precision); err != nil {
+			l.WindowSeconds*1000, l.Burst, l.Cost, l.Mode, i, l.Period, l.CountPer, l.Precision, l.CountWhen, l.CostHeader); err != nil {
 			return fmt.Errorf("upsert limit %q: %w", l.Name, err)
 		}
 	}
@@ -502,7 +511,7 @@ func (s *Service) AddLimit(ctx context.Context, actor string, planID int64, plan
 const updateLimit = `
 UPDATE plan_limits
 SET name = $3, route = $4, algorithm = $5, limit_count = $6, window_ms = $7, burst = $8, cost = $9, mode = $10,
-    period = $11, count_per = $12, precision = $13
+    period = $11, count_per = $12, precision = $13, count_when = $14, cost_header = $15
 WHERE id = $2 AND plan_id = $1`
 
 // UpdateLimit replaces one tier of the plan, provided planVersion is current.
@@ -518,7 +527,7 @@ func (s *Service) UpdateLimit(ctx context.Context, actor string, planID int64, p
 			return err
 		}
 		if _, err := tx.Exec(ctx, updateLimit, planID, limitID, in.Name, in.Route, in.Algorithm, in.Limit,
-			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode, in.Period, in.CountPer, in.Precision); err != nil {
+			in.WindowSeconds*1000, in.Burst, in.Cost, in.Mode, in.Period, in.CountPer, in.Precision, in.CountWhen, in.CostHeader); err != nil {
 			return fmt.Errorf("update limit: %w", mapWriteError(err))
 		}
 		before := p.Limits[i]

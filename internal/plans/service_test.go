@@ -67,8 +67,8 @@ func TestCreateAndGet(t *testing.T) {
 		t.Fatalf("created plan = %+v", p)
 	}
 	want := []plans.Limit{
-		{Name: "global", Route: "", Algorithm: enforce.TokenBucket, Limit: 1000, Window: time.Hour, Burst: 50, Cost: 1, Mode: enforce.ModeReject, CountPer: "developer", Precision: enforce.PrecisionExact, Position: 0},
-		{Name: "search", Route: "GET /api/search", Algorithm: enforce.FixedWindow, Limit: 100, Window: time.Minute, Burst: 0, Cost: 1, Mode: enforce.ModeReject, CountPer: "key", Precision: enforce.PrecisionExact, Position: 1},
+		{Name: "global", Route: "", Algorithm: enforce.TokenBucket, Limit: 1000, Window: time.Hour, Burst: 50, Cost: 1, Mode: enforce.ModeReject, CountPer: "developer", Precision: enforce.PrecisionExact, Position: 0, CountWhen: enforce.CountAlways},
+		{Name: "search", Route: "GET /api/search", Algorithm: enforce.FixedWindow, Limit: 100, Window: time.Minute, Burst: 0, Cost: 1, Mode: enforce.ModeReject, CountPer: "key", Precision: enforce.PrecisionExact, Position: 1, CountWhen: enforce.CountAlways},
 	}
 	if len(p.Limits) != len(want) {
 		t.Fatalf("limits = %+v, want %+v", p.Limits, want)

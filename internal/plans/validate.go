@@ -172,6 +172,7 @@ func ValidateLimit(prefix string, l LimitInput, routes []string) []FieldError {
 	if l.CountPer != CountPerKey && l.CountPer != CountPerDeveloper {
 		add("count_per", "unknown value %q: must be key or developer", l.CountPer)
 	}
+	errs = append(errs, validateSettle(prefix, l, algo)...)
 	if msg := precisionProblem(l); msg != "" {
 		add("precision", "%s", msg)
 	}

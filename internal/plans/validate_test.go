@@ -40,6 +40,14 @@ func TestValidate(t *testing.T) {
 			t.Fatalf("Validate(cost 0, mode \"\") = %v, want nil (defaults 1 and reject)", err)
 		}
 	})
+	t.Run("AcceptsCostSettledAfterTheResponse", func(t *testing.T) {
+		for _, when := range []string{"", "always", "success", "error"} {
+			p := withTier(func(l *plans.LimitInput) { l.CountWhen = when; l.CostHeader = " x-tokens-used " })
+			if err := plans.Validate(p, testRoutes); err != nil {
+				t.Fatalf("Validate(count_when %q, cost_header) = %v, want nil", when, err)
+			}
+		}
+	})
 	t.Run("AcceptsQueueWithLeakyBucketAndBurst", func(t *testing.T) {
 		p := withTier(func(l *plans.LimitInput) { l.Algorithm = "leaky_bucket"; l.Mode = "queue"; l.Burst = 5 })
 		if err := plans.Validate(p, testRoutes); err != nil {
@@ -90,6 +98,15 @@ func TestValidate(t *testing.T) {
 		{"CostAboveLimit", withTier(func(l *plans.LimitInput) { l.Limit = 10; l.Cost = 11 }), "limits[1].cost"},
 		{"CostAboveMax", withTier(func(l *plans.LimitInput) { l.Limit = 5_000_000; l.Cost = 1_000_001 }), "limits[1].cost"},
 		{"DuplicateName", withTier(func(l *plans.LimitInput) { l.Name = "global"; l.WindowSeconds = 30 }), "limits[1].name"},
+		{"UnknownCountWhen", withTier(func(l *plans.LimitInput) { l.CountWhen = "sometimes" }), "limits[1].count_when"},
+		{"CountWhenOnSlidingLog", withTier(func(l *plans.LimitInput) { l.Algorithm = "sliding_window_log"; l.CountWhen = "success" }), "limits[1].count_when"},
+		{"CountWhenOnConcurrency", withTier(func(l *plans.LimitInput) { l.Algorithm = "concurrency"; l.CountWhen = "error" }), "limits[1].count_when"},
+		{"CostHeaderWithSpace", withTier(func(l *plans.LimitInput) { l.CostHeader = "X Tokens" }), "limits[1].cost_header"},
+		{"CostHeaderWithColon", withTier(func(l *plans.LimitInput) { l.CostHeader = "X-Tokens:" }), "limits[1].cost_header"},
+		{"CostHeaderTooLong", withTier(func(l *plans.LimitInput) { l.CostHeader = "X-" + strings.Repeat("t", 63) }), "limits[1].cost_header"},
+		{"CostHeaderOnSlidingLog", withTier(func(l *plans.LimitInput) { l.Algorithm = "sliding_window_log"; l.CostHeader = "X-Tokens" }), "limits[1].cost_header"},
+		{"CountWhenOnLeasedTier", withTier(func(l *plans.LimitInput) { l.Precision = "leased"; l.Limit = 10000; l.CountWhen = "success" }), "limits[1].count_when"},
+		{"CostHeaderOnLocalTier", withTier(func(l *plans.LimitInput) { l.Precision = "local"; l.CostHeader = "X-Tokens" }), "limits[1].cost_header"},
 		{"DuplicateRouteAlgorithmWindow", withTier(func(l *plans.LimitInput) {
 			l.Name = "other"
 			l.Route = ""

@@ -75,6 +75,11 @@ type Limit struct {
 	// Precision is leased or local (enforce.Limit.Precision); absent
 	// means exact.
 	Precision string `json:"precision,omitempty"`
+	// CountWhen and CostHeader settle the cost after the response
+	// (enforce.Limit.CountWhen, CostHeader): guard settles as the
+	// portal's middleware does.
+	CountWhen  string `json:"count_when,omitempty"`
+	CostHeader string `json:"cost_header,omitempty"`
 }
 
 // FromEngine converts engine limits for the wire.
@@ -83,7 +88,10 @@ func FromEngine(ls []enforce.Limit) []Limit {
 	for i, l := range ls {
 		out[i] = Limit{Name: l.Name, Algorithm: string(l.Algorithm), Limit: l.Limit, WindowMS: l.Window.Milliseconds(),
 			Burst: l.Burst, Cost: l.Cost, Mode: string(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: string(l.Period),
-			Precision: string(l.Precision)}
+			Precision: string(l.Precision), CountWhen: string(l.CountWhen), CostHeader: l.CostHeader}
+		if out[i].CountWhen == string(enforce.CountAlways) {
+			out[i].CountWhen = "" // the default, left off the wire
+		}
 	}
 	return out
 }
@@ -94,8 +102,8 @@ func toEngine(ls []Limit) ([]enforce.Limit, error) {
 		e := enforce.Limit{Name: l.Name, Algorithm: enforce.Algorithm(l.Algorithm), Limit: l.Limit,
 			Window: time.Duration(l.WindowMS) * time.Millisecond, Burst: l.Burst, Cost: l.Cost,
 			Mode: enforce.Mode(l.Mode), Route: l.Route, PerKey: l.PerKey, Period: enforce.Period(l.Period),
-			Precision: enforce.Precision(l.Precision)}
-		if !e.Algorithm.Valid() || e.Limit < 1 || e.Window <= 0 || (e.Mode != "" && !e.Mode.Valid()) ||
+			Precision: enforce.Precision(l.Precision), CountWhen: enforce.CountWhen(l.CountWhen), CostHeader: l.CostHeader}
+		if !e.Algorithm.Valid() || e.Limit < 1 || e.Window <= 0 || (e.Mode != "" && !e.Mode.Valid()) || !e.CountWhen.Valid() ||
 			(e.Algorithm == enforce.Quota) != e.Period.Valid() {
 			return nil, fmt.Errorf("limit %q is not valid", l.Name)
 		}

@@ -21,23 +21,6 @@ type anonResolver struct{ c enforce.Caller }
 func (r anonResolver) ResolveKey(string) (enforce.Caller, error) { return r.c, nil }
 func (r anonResolver) Anonymous(netip.Addr) enforce.Caller       { return r.c }
 
-// logRecorder logs every decision the middleware reports, as the engine's
-// hook will: the entry's strings are the caller's and the route's own. The
-// middleware's DecisionRecorder does not carry the decision's time; the
-// hook will take Decision.At, so no clock is read here either.
-type logRecorder struct{ w *requestlog.Writer }
-
-var benchAt = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-
-func (l logRecorder) RecordDecision(c enforce.Caller, route string, _ int64, admitted bool) {
-	o := requestlog.Admitted
-	if !admitted {
-		o = requestlog.Rejected
-	}
-	l.w.Log(requestlog.Entry{At: benchAt, WayIn: requestlog.WayMiddleware, Outcome: o, Plan: c.Plan, Route: route,
-		KeyID: c.KeyID, UserID: c.UserID, Status: 200, UpstreamStatus: 200, Latency: time.Millisecond})
-}
-
 // discard is a ResponseWriter that keeps nothing.
 type discard struct{ h http.Header }
 
@@ -47,8 +30,10 @@ func (w *discard) WriteHeader(int)             {}
 
 // BenchmarkDecisionWithLog is a decision through the embedded middleware on
 // the memory store (two limits, never over) without the request log ("off")
-// and with every decision logged ("on"; the writer samples one admission in
-// 100 and writes to the test Postgres as it would in the portal).
+// and with the middleware logging every decision (Options.RequestLog: the
+// handler's status and latency, then Writer.Log; the writer samples one
+// admission in 100 and writes to the test Postgres as it does in the
+// portal).
 // Compare the two with benchstat over interleaved -count runs:
 //
 //	go test -run '^$' -bench DecisionWithLog -count 10 ./internal/requestlog/
@@ -70,7 +55,7 @@ func BenchmarkDecisionWithLog(b *testing.B) {
 			done := make(chan struct{})
 			go func() { defer close(done); _ = w.Run(ctx) }()
 			b.Cleanup(func() { cancel(); <-done })
-			opts.Record = logRecorder{w}
+			opts.RequestLog = w
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /api/items/{id}", httplimit.NewMiddleware(memstore.New(memstore.Options{DisableUsage: true}), res, opts).Wrap(ok))

@@ -493,6 +493,16 @@ func (s *Store) Refund(ctx context.Context, req enforce.Request, at time.Time) e
 	return r.Refund(ctx, req, at)
 }
 
+// Charge passes a charge after the response to the wrapped store; it is no
+// arrival.
+func (s *Store) Charge(ctx context.Context, req enforce.Request) error {
+	c, ok := s.Store.(enforce.Charger)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return c.Charge(ctx, req)
+}
+
 func (s *Store) record(req enforce.Request, d enforce.Decision, err error) {
 	if err != nil && !errors.Is(err, enforce.ErrStoreUnavailable) {
 		return // a malformed request, not an arrival

@@ -26,13 +26,17 @@ type limitBody struct {
 	CountPer string `json:"count_per"`
 	// Precision is exact, leased or local ("" for exact).
 	Precision string `json:"precision"`
+	// CountWhen is always, success or error ("" for always); CostHeader a
+	// response header carrying the cost ("" for none).
+	CountWhen  string `json:"count_when"`
+	CostHeader string `json:"cost_header"`
 }
 
 func (b limitBody) input() plans.LimitInput {
 	return plans.LimitInput{
 		Name: b.Name, Route: b.Route, Algorithm: b.Algorithm, Mode: b.Mode,
 		Limit: b.Limit, WindowSeconds: b.WindowSeconds, Burst: b.Burst, Cost: b.Cost, Period: b.Period,
-		CountPer: b.CountPer, Precision: b.Precision,
+		CountPer: b.CountPer, Precision: b.Precision, CountWhen: b.CountWhen, CostHeader: b.CostHeader,
 	}
 }
 

@@ -128,6 +128,9 @@ func TestInvalidPlanAndTierPayloads(t *testing.T) {
 		{"tier add duplicating a name", "POST", planPath + "/limits", versioned(limitWith(func(l map[string]any) { l["name"] = "global" })), typeValidation, []string{"name"}},
 		{"tier add with unknown route", "POST", planPath + "/limits", versioned(limitWith(func(l map[string]any) { l["route"] = "DELETE /api/items/{id}" })), typeValidation, []string{"route"}},
 		{"tier add without version", "POST", planPath + "/limits", validLimit(), typeValidation, []string{"version"}},
+		{"tier add with unknown count_when", "POST", planPath + "/limits", versioned(limitWith(func(l map[string]any) { l["count_when"] = "sometimes" })), typeValidation, []string{"count_when"}},
+		{"tier add with a cost header that is no header name", "POST", planPath + "/limits", versioned(limitWith(func(l map[string]any) { l["cost_header"] = "X Tokens" })), typeValidation, []string{"cost_header"}},
+		{"tier update settling a sliding log", "PUT", limitPath, versioned(limitWith(func(l map[string]any) { l["algorithm"], l["count_when"] = "sliding_window_log", "success" })), typeValidation, []string{"count_when"}},
 		{"tier update with unknown algorithm", "PUT", limitPath, versioned(limitWith(func(l map[string]any) { l["algorithm"] = "gcra" })), typeValidation, []string{"algorithm"}},
 		{"tier update with queue on token bucket", "PUT", limitPath, versioned(limitWith(func(l map[string]any) { l["algorithm"], l["mode"] = "token_bucket", "queue" })), typeValidation, []string{"mode"}},
 		{"tier delete without version", "DELETE", limitPath, nil, typeValidation, []string{"version"}},
@@ -329,4 +332,40 @@ func TestPlanLifecycleAndConflicts(t *testing.T) {
 			t.Errorf("problem = %+v", p)
 		}
 	})
+}
+
+// TestTierCostSettledAfterTheResponse: a tier's count_when and cost_header
+// are taken by the admin API, stored, and read back (the header in one
+// spelling), and an edit that leaves them out goes back to the defaults.
+func TestTierCostSettledAfterTheResponse(t *testing.T) {
+	e := newEnv(t)
+	_, token := e.operator("op@example.com")
+	res := e.do("POST", Prefix+"/plans", token, validPlan())
+	if res.status != http.StatusCreated {
+		t.Fatalf("create plan: %d %s", res.status, res.body)
+	}
+	var p planView
+	res.decode(t, &p)
+	planPath := Prefix + "/plans/" + itoa(p.ID)
+	body := limitWith(func(l map[string]any) { l["count_when"], l["cost_header"] = "success", "x-tokens-used" })
+	body["version"] = p.Version
+	res = e.do("POST", planPath+"/limits", token, body)
+	if res.status != http.StatusCreated {
+		t.Fatalf("add tier: %d %s", res.status, res.body)
+	}
+	res.decode(t, &p)
+	l := p.Limits[2]
+	if l.CountWhen != "success" || l.CostHeader != "X-Tokens-Used" || p.Limits[0].CountWhen != "always" || p.Limits[0].CostHeader != "" {
+		t.Fatalf("tiers read back as %+v and %+v", l, p.Limits[0])
+	}
+	body = validLimit()
+	body["version"] = p.Version
+	res = e.do("PUT", planPath+"/limits/"+itoa(l.ID), token, body)
+	if res.status != http.StatusOK {
+		t.Fatalf("update tier: %d %s", res.status, res.body)
+	}
+	res.decode(t, &p)
+	if l := p.Limits[2]; l.CountWhen != "always" || l.CostHeader != "" {
+		t.Errorf("after an edit without them: count_when %q, cost_header %q", l.CountWhen, l.CostHeader)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/requestlog"
 )
 
 // DefaultMaxQueueWait bounds how long a queue-mode request may wait its turn
@@ -77,6 +78,14 @@ type Options struct {
 	// when it was answered 429. It is called on the request path and must
 	// not block or allocate.
 	Record DecisionRecorder
+	// RequestLog, when set, is told of every decided request once its
+	// answer is known (see RequestLog; the entry names the way in, as
+	// WayIn does): admissions after the handler returned, with its status
+	// and latency; refusals (401, 429, 503) as they are answered.
+	RequestLog RequestLog
+	// Settled, when set, is told of the units each settlement after a
+	// response gave back or charged (see SettleRecorder), for metering.
+	Settled SettleRecorder
 }
 
 // DecisionRecorder is told of each request the middleware decides, for
@@ -122,6 +131,8 @@ type Middleware struct {
 	metrics *middlewareMetrics
 	shadow  ShadowRecorder
 	record  DecisionRecorder
+	reqlog  RequestLog
+	settled SettleRecorder
 	// slots holds the concurrency limits' slots: the store, when it can.
 	slots enforce.SlotStore
 	// tally counts in the usage series what no Allow counted (slot
@@ -150,6 +161,8 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		metrics:  newMiddlewareMetrics(opts.Registerer, opts.WayIn),
 		shadow:   opts.Shadow,
 		record:   opts.Record,
+		reqlog:   opts.RequestLog,
+		settled:  opts.Settled,
 		tracer:   opts.Tracer,
 		wayIn:    wayInName(opts.WayIn),
 	}
@@ -179,7 +192,7 @@ func (m *Middleware) WayIn(name string) *Middleware {
 	return &Middleware{store: m.store, engine: m.engine, into: m.into, resolver: m.resolver, trusted: m.trusted,
 		log: m.log, failOpen: m.failOpen, maxWait: m.maxWait, now: m.now, stamped: m.stamped, epoch: m.epoch,
 		metrics: m.metrics.forWayIn(name), shadow: m.shadow, record: m.record, slots: m.slots, lease: m.lease,
-		tracer: m.tracer, wayIn: wayInName(name)}
+		tally: m.tally, reqlog: m.reqlog, settled: m.settled, tracer: m.tracer, wayIn: wayInName(name)}
 }
 
 // Wrap returns next with the caller's limits enforced. Register the result on
@@ -256,7 +269,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	}
 	if len(limits) == 0 {
 		st := &requestState{caller: caller}
-		next.ServeHTTP(w, st.attach(r))
+		m.serveNext(w, r, st, route, requestlog.Admitted, "", "", nil, next)
 		return
 	}
 	st, scratch := newDecidedState(caller, len(limits))
@@ -315,14 +328,20 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		if !degrade {
 			m.metrics.countIn(series, route, caller.Plan, "rejected")
 			m.recordDecision(caller, route, hits, false)
-			writeRejection(w, d)
+			retry, body := rejection(d)
+			// Logged before the answer goes out, so a client that holds
+			// the answer finds the entry logged.
+			if m.reqlog != nil {
+				m.logRefusal(r, caller, route, &d, requestlog.Rejected, http.StatusTooManyRequests, firedLayer(d), retry)
+			}
+			writeRejectionBody(w, retry, body)
 			return
 		}
 		m.metrics.count(route, caller.Plan, "degraded")
 		m.recordDecision(caller, route, hits, true)
 		st.degraded = true
 		h.Set(HeaderDegraded, exceeded)
-		next.ServeHTTP(w, st.attach(r))
+		m.serveNext(w, r, st, route, requestlog.Degraded, exceeded, "", nil, next)
 		return
 	}
 
@@ -332,6 +351,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 			if d.Delay > m.maxWait {
 				m.metrics.count(route, caller.Plan, "rejected")
 				m.recordDecision(caller, route, hits, false)
+				if m.reqlog != nil {
+					m.logRefusal(r, caller, route, &d, requestlog.Rejected, http.StatusTooManyRequests, firedLayer(d), max(ceilSeconds(d.Delay), 1))
+				}
 				writeQueueTooLong(w, d)
 				return
 			}
@@ -347,7 +369,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		m.metrics.countIn(series, route, caller.Plan, "admitted")
 	}
 	m.recordDecision(caller, route, hits, true)
-	next.ServeHTTP(w, st.attach(r))
+	o := requestlog.Admitted
+	if d.Delay > 0 {
+		o = requestlog.Queued
+	}
+	var settle []enforce.Limit
+	if enforce.Settles(limits) {
+		settle = limits
+	}
+	m.serveNext(w, r, st, route, o, "", "", settle, next)
 }
 
 // recordDecision tells the DecisionRecorder, if any, of one decision.
@@ -434,6 +464,7 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, route stri
 	}
 	m.metrics.count(route, "", "unauthorized")
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	m.logRefusal(r, enforce.Caller{}, route, nil, requestlog.Unauthorized, http.StatusUnauthorized, "", 0)
 	writeError(w, http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage)
 	return enforce.Caller{}, false
 }
@@ -452,10 +483,11 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		m.metrics.count(route, caller.Plan, "failed_open")
 		m.recordDecision(caller, route, hits, true)
 		w.Header().Set(HeaderStoreDegraded, "store-unavailable")
-		next.ServeHTTP(w, st.attach(r))
+		m.serveNext(w, r, st, route, requestlog.FailedOpen, "", "store-unavailable", nil, next)
 		return
 	}
 	m.metrics.count(route, caller.Plan, "unavailable")
+	m.logRefusal(r, caller, route, nil, requestlog.Unavailable, http.StatusServiceUnavailable, "", 1)
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "rate_limit_unavailable",
 		"Rate limits cannot be checked right now, so the request was not served; retry shortly.")
@@ -476,6 +508,14 @@ func writeQueueTooLong(w http.ResponseWriter, d enforce.Decision) {
 	m = strconv.AppendInt(m, retry, 10)
 	m = append(m, " s."...)
 	writeRejectionBody(w, retry, rejectionBody(retry, limit, policy, m))
+}
+
+// firedLayer names the layer a refusal of d waits for ("" for none).
+func firedLayer(d enforce.Decision) string {
+	if i := d.BindingIndex(); i >= 0 {
+		return d.Layers[i].Limit.Name
+	}
+	return ""
 }
 
 // routeLimitsSlots is the size of the table of filtered limit slices: well

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/requestlog"
 )
 
 // Credentials are what a caller presents to a way in that is not an HTTP
@@ -56,11 +57,43 @@ type Verdict struct {
 // (WithSlotLease: PORTAL_GATEWAY_SLOT_LEASE in the portal), which bounds
 // the requests admitted per lease; releasing them at once would let every
 // request through.
+// With a request log, the decision is logged under the middleware's way
+// in (WayInEnvoy for the rate-limit service): Sluice never sees the
+// response of a request it admits this way.
 func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, hits int64) Verdict {
+	v, lg := m.check(ctx, cred, route, hits)
+	if m.reqlog != nil && lg.outcome != 0 {
+		e := m.entry(m.wayIn, lg.caller, route, func() netip.Addr { return cred.Addr.Unmap().WithZone("") },
+			&v.Outcome.Decision, lg.outcome, 0)
+		if !lg.outcome.Reached() {
+			e.Status = v.Status
+		}
+		e.Layer, e.RetryAfter = lg.layer, time.Duration(lg.retry)*time.Second
+		if v.Outcome.Degraded != enforce.NotDegraded {
+			e.StoreDegraded = string(v.Outcome.Degraded)
+		}
+		m.reqlog.Log(e)
+	}
+	return v
+}
+
+// checked is what the request log is told of a Check: outcome 0 logs
+// nothing (no limit applied, or the request was cancelled).
+type checked struct {
+	caller  enforce.Caller
+	outcome requestlog.Outcome
+	layer   string
+	retry   int64
+}
+
+func (m *Middleware) check(ctx context.Context, cred Credentials, route string, hits int64) (Verdict, checked) {
 	v := Verdict{Status: http.StatusOK, Header: http.Header{}}
 	caller, ok := m.credentialCaller(ctx, &v, cred, route)
 	if !ok {
-		return v
+		if v.Status == http.StatusUnauthorized {
+			return v, checked{outcome: requestlog.Unauthorized}
+		}
+		return v, checked{}
 	}
 	v.Caller = caller
 	hits = max(hits, 1)
@@ -75,19 +108,22 @@ func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, 
 	endStore(storeSpan, err)
 	endDecision(span, out.Decision, out.Degraded, err)
 	if len(out.Limits) == 0 && err == nil {
-		return v
+		return v, checked{caller: caller, outcome: requestlog.Admitted}
 	}
 	m.metrics.observe(route, time.Since(m.epoch)-start)
 	if err != nil {
 		m.checkFailed(ctx, &v, caller, route, err)
-		return v
+		if v.Status == http.StatusServiceUnavailable && ctx.Err() == nil {
+			return v, checked{caller: caller, outcome: requestlog.Unavailable, retry: 1}
+		}
+		return v, checked{}
 	}
 	if out.Degraded == enforce.DegradedStoreUnavailable {
 		m.metrics.count(route, caller.Plan, "failed_open")
 		m.recordDecision(caller, route, hits, true)
 		v.Outcome = out
 		v.Header.Set(HeaderStoreDegraded, string(out.Degraded))
-		return v
+		return v, checked{caller: caller, outcome: requestlog.FailedOpen}
 	}
 	if enforce.HasShadow(out.Limits) {
 		m.countShadow(caller, out.Decision)
@@ -104,14 +140,14 @@ func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, 
 			m.metrics.count(route, caller.Plan, "degraded")
 			m.recordDecision(caller, route, hits, true)
 			v.Header.Set(HeaderDegraded, exceeded)
-			return v
+			return v, checked{caller: caller, outcome: requestlog.Degraded, layer: exceeded}
 		}
 		m.metrics.count(route, caller.Plan, "rejected")
 		m.recordDecision(caller, route, hits, false)
 		retry, body := rejection(out.Decision)
 		v.refuse(http.StatusTooManyRequests, body)
 		v.Header.Set("Retry-After", strconv.FormatInt(retry, 10))
-		return v
+		return v, checked{caller: caller, outcome: requestlog.Rejected, layer: firedLayer(out.Decision), retry: retry}
 	}
 	if out.Delay > 0 {
 		v.Header.Set(HeaderQueueDelay, strconv.FormatInt(out.Delay.Milliseconds(), 10))
@@ -127,19 +163,20 @@ func (m *Middleware) Check(ctx context.Context, cred Credentials, route string, 
 			msg := "The queue for this endpoint is too long to wait in. Retry in " + strconv.FormatInt(retry, 10) + " s."
 			v.refuse(http.StatusTooManyRequests, rejectionBody(retry, limit, policy, []byte(msg)))
 			v.Header.Set("Retry-After", strconv.FormatInt(retry, 10))
-			return v
+			return v, checked{caller: caller, outcome: requestlog.Rejected, layer: policy, retry: retry}
 		}
 		if !sleep(ctx, out.Delay) {
 			m.metrics.count(route, caller.Plan, "cancelled")
 			v.refuseError(http.StatusServiceUnavailable, "queue_wait_cancelled", "The request was cancelled while it waited its turn.")
-			return v
+			return v, checked{}
 		}
 		m.metrics.count(route, caller.Plan, "queued")
-	} else {
-		m.metrics.count(route, caller.Plan, "admitted")
+		m.recordDecision(caller, route, hits, true)
+		return v, checked{caller: caller, outcome: requestlog.Queued}
 	}
+	m.metrics.count(route, caller.Plan, "admitted")
 	m.recordDecision(caller, route, hits, true)
-	return v
+	return v, checked{caller: caller, outcome: requestlog.Admitted}
 }
 
 // credentialCaller resolves the caller presenting cred, refusing v (and

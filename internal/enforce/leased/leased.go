@@ -318,6 +318,15 @@ func (s *Store) Refund(ctx context.Context, req enforce.Request, at time.Time) e
 	return r.Refund(ctx, req, at)
 }
 
+// Charge passes a charge after the response to the inner store.
+func (s *Store) Charge(ctx context.Context, req enforce.Request) error {
+	c, ok := s.inner.(enforce.Charger)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return c.Charge(ctx, req)
+}
+
 // mixed reports whether any limit is not exact.
 func mixed(limits []enforce.Limit) bool {
 	for i := range limits {
