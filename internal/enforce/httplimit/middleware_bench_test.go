@@ -38,7 +38,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		{Name: "bench-global", Algorithm: enforce.TokenBucket, Limit: 1_000_000_000, Window: time.Second},
 		{Name: "bench-items", Algorithm: enforce.FixedWindow, Limit: 1_000_000_000, Window: time.Minute, Route: routeItems},
 	}
-	res := &mwResolver{anonLimits: never}
+	res := &mwResolver{AnonLimits: never}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mem := func() enforce.Store { return memstore.New(memstore.Options{DisableUsage: true}) }
 	cases := []struct {
@@ -82,7 +82,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		name string
 		wrap func(http.Handler) http.Handler
 	}{"rejected", func(h http.Handler) http.Handler {
-		over := &mwResolver{anonLimits: []enforce.Limit{
+		over := &mwResolver{AnonLimits: []enforce.Limit{
 			{Name: "bench-global", Algorithm: enforce.TokenBucket, Limit: 1, Window: time.Hour},
 			{Name: "bench-items", Algorithm: enforce.FixedWindow, Limit: 1, Window: time.Hour, Route: routeItems},
 		}}

@@ -1,59 +1,23 @@
 package httplimit_test
 
 import (
-	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/storetest"
 )
 
 // mwClock is a settable clock shared by a memory store and the middleware,
-// so header values are exact.
-type mwClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// so header values are exact; mwResolver a static Resolver that counts
+// anonymous resolutions (storetest's, shared with the other ways in's tests).
+type (
+	mwClock    = storetest.Clock
+	mwResolver = storetest.Resolver
+)
 
-func newMWClock(t time.Time) *mwClock { return &mwClock{now: t} }
-
-func (c *mwClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *mwClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// mwResolver is a static Resolver that counts anonymous resolutions, so
-// tests can prove an invalid key never falls back to the anonymous plan.
-type mwResolver struct {
-	keys       map[string]enforce.Caller
-	anonLimits []enforce.Limit
-	anonCalls  atomic.Int64
-}
-
-func (r *mwResolver) ResolveKey(secret string) (enforce.Caller, error) {
-	c, ok := r.keys[secret]
-	if !ok {
-		return enforce.Caller{}, fmt.Errorf("test resolver: %w", enforce.ErrInvalidKey)
-	}
-	return c, nil
-}
-
-func (r *mwResolver) Anonymous(ip netip.Addr) enforce.Caller {
-	r.anonCalls.Add(1)
-	return enforce.Caller{Subject: "ip:" + ip.String(), Plan: "anonymous", Limits: r.anonLimits}
-}
+func newMWClock(t time.Time) *mwClock { return storetest.NewClockAt(t) }
 
 // sfItem is one member of a Structured Field list whose items are strings
 // with integer parameters, the shape of RateLimit and RateLimit-Policy.

@@ -63,7 +63,7 @@ func settleCase(t *testing.T, store enforce.Store, algo enforce.Algorithm) {
 			limits[i].Burst = limit - 1
 		}
 	}
-	res := &mwResolver{keys: map[string]enforce.Caller{"sk_settle": {Subject: "dev:9", Key: "key:90", Plan: "p", Limits: limits}}}
+	res := &mwResolver{Keys: map[string]enforce.Caller{"sk_settle": {Subject: "dev:9", Key: "key:90", Plan: "p", Limits: limits}}}
 	mw := httplimit.NewMiddleware(store, res, httplimit.Options{})
 	mux := http.NewServeMux()
 	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -44,7 +44,7 @@ func TestMiddlewareShadowTierRejectsNothingAndCountsExactly(t *testing.T) {
 		{Name: "free-global", Algorithm: enforce.FixedWindow, Limit: 1_000_000, Window: time.Hour},
 		{Name: "free-trial", Route: "GET /busy", Algorithm: enforce.FixedWindow, Limit: 1, Window: time.Hour, Mode: enforce.ModeShadow},
 	}
-	res := &mwResolver{keys: map[string]enforce.Caller{
+	res := &mwResolver{Keys: map[string]enforce.Caller{
 		"sk_shadow": {Subject: "dev:7", Key: "key:70", Plan: "free", Limits: limits},
 	}}
 	reg := prometheus.NewRegistry()
@@ -123,7 +123,7 @@ func TestMiddlewareQuotaHeadersSayThePeriodAndTheRenewal(t *testing.T) {
 	clock := newMWClock(now)
 	store := memstore.New(memstore.Options{Now: clock.Now})
 	limits := []enforce.Limit{{Name: "free-monthly", Algorithm: enforce.Quota, Period: enforce.PeriodMonth, Limit: 3}}
-	res := &mwResolver{keys: map[string]enforce.Caller{
+	res := &mwResolver{Keys: map[string]enforce.Caller{
 		"sk_q": {Subject: "dev:9", Key: "key:90", Plan: "free", Limits: limits, Anchor: time.Date(2026, 1, 31, 10, 0, 0, 0, time.UTC)},
 	}}
 	mw := httplimit.NewMiddleware(store, res, httplimit.Options{Now: clock.Now})
@@ -171,7 +171,7 @@ func TestShadowCountsOnlyWhatTheEnforcedTiersAdmitted(t *testing.T) {
 		{Name: "enforced", Algorithm: enforce.FixedWindow, Limit: 3, Window: time.Hour},
 		{Name: "trial", Algorithm: enforce.FixedWindow, Limit: 1, Window: time.Hour, Mode: enforce.ModeShadow},
 	}
-	res := &mwResolver{keys: map[string]enforce.Caller{"sk": {Subject: "dev:8", Key: "key:80", Plan: "free", Limits: limits}}}
+	res := &mwResolver{Keys: map[string]enforce.Caller{"sk": {Subject: "dev:8", Key: "key:80", Plan: "free", Limits: limits}}}
 	reg := prometheus.NewRegistry()
 	log := &shadowLog{}
 	mw := httplimit.NewMiddleware(memstore.New(memstore.Options{}), res, httplimit.Options{Registerer: reg, Shadow: log})

@@ -116,7 +116,7 @@ func TestMiddlewareMetricsPerPlan(t *testing.T) {
 		{Name: "shared-items", Algorithm: enforce.FixedWindow, Limit: 1000, Window: time.Hour, Route: routeItems},
 		{Name: "shared-search", Algorithm: enforce.FixedWindow, Limit: 1000, Window: time.Hour, Route: routeSearch},
 	}
-	res := &mwResolver{keys: map[string]enforce.Caller{
+	res := &mwResolver{Keys: map[string]enforce.Caller{
 		"sk_a": {Subject: "dev:1", Plan: "plan-a", Limits: limits},
 		"sk_b": {Subject: "dev:2", Plan: "plan-b", Limits: limits},
 	}}
@@ -234,8 +234,8 @@ func TestMiddlewareResolverFailureIs503NotAnonymous(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &body); err != nil {
 		t.Fatal(err)
 	}
-	if w.Code != http.StatusServiceUnavailable || body.Error != "identity_unavailable" || ran || res.anonCalls.Load() != 0 {
-		t.Errorf("status %d body %+v handler ran %v anonymous calls %d", w.Code, body, ran, res.anonCalls.Load())
+	if w.Code != http.StatusServiceUnavailable || body.Error != "identity_unavailable" || ran || res.AnonCalls.Load() != 0 {
+		t.Errorf("status %d body %+v handler ran %v anonymous calls %d", w.Code, body, ran, res.AnonCalls.Load())
 	}
 	if strings.Contains(raw, "snapshot") {
 		t.Errorf("internal error text leaked: %s", raw)
@@ -313,7 +313,7 @@ func TestMiddlewareResetIsTheLayersEnd(t *testing.T) {
 			if tc.unstamped {
 				store = unstampedStore{store}
 			}
-			res := &mwResolver{anonLimits: []enforce.Limit{tc.limit}}
+			res := &mwResolver{AnonLimits: []enforce.Limit{tc.limit}}
 			mw := httplimit.NewMiddleware(store, res, httplimit.Options{Now: clock.Now})
 			mux := http.NewServeMux()
 			mux.Handle(routeItems, mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
@@ -369,7 +369,7 @@ func TestMiddlewareReadsNoClockWhenTheStoreStampsItsDecisions(t *testing.T) {
 			var reads atomic.Int64
 			now := func() time.Time { reads.Add(1); return time.Now() }
 			store := tc.wrap(memstore.New(memstore.Options{}))
-			res := &mwResolver{anonLimits: []enforce.Limit{{Name: "fw", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute}}}
+			res := &mwResolver{AnonLimits: []enforce.Limit{{Name: "fw", Algorithm: enforce.FixedWindow, Limit: 5, Window: time.Minute}}}
 			mw := httplimit.NewMiddleware(store, res, httplimit.Options{Now: now})
 			mux := http.NewServeMux()
 			mux.Handle(routeItems, mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))

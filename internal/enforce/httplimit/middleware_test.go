@@ -85,11 +85,11 @@ func newMWEnv(t *testing.T, opts httplimit.Options) *mwEnv {
 	e := &mwEnv{clock: newMWClock(t0), reg: prometheus.NewRegistry()}
 	e.store = memstore.New(memstore.Options{Now: e.clock.Now})
 	e.res = &mwResolver{
-		keys: map[string]enforce.Caller{
+		Keys: map[string]enforce.Caller{
 			"sk_test_pro": proCaller, "sk_test_degrade": degradeCaller, "sk_test_mixed": mixedCaller,
 			"sk_test_queue": queueCaller, "sk_test_slow": slowCaller,
 		},
-		anonLimits: anonLimits,
+		AnonLimits: anonLimits,
 	}
 	opts.Now = e.clock.Now
 	opts.Registerer = e.reg
@@ -353,7 +353,7 @@ func TestMiddlewareInvalidKeyIsNeverAnonymous(t *testing.T) {
 			if body.Error != "invalid_api_key" || body.Message == "" {
 				t.Errorf("body %+v", body)
 			}
-			if n := e.res.anonCalls.Load(); n != 0 {
+			if n := e.res.AnonCalls.Load(); n != 0 {
 				t.Errorf("anonymous plan resolved %d times for a presented key", n)
 			}
 			if got := e.lastSeen().handlerRuns; got != 0 {

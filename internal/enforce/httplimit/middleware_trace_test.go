@@ -29,7 +29,7 @@ func TestDecisionSpans(t *testing.T) {
 		{Name: "pro-items", Route: routeItems, Algorithm: enforce.FixedWindow, Limit: 2, Window: time.Hour},
 		{Name: "pro-all", Algorithm: enforce.FixedWindow, Limit: 100, Window: time.Hour},
 	}
-	res := &mwResolver{keys: map[string]enforce.Caller{secret: {Subject: "dev:7", Key: "key:42", KeyID: 42, UserID: 7, Plan: "pro", Limits: limits}}}
+	res := &mwResolver{Keys: map[string]enforce.Caller{secret: {Subject: "dev:7", Key: "key:42", KeyID: 42, UserID: 7, Plan: "pro", Limits: limits}}}
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

@@ -20,7 +20,7 @@ import (
 // each way in's decisions are counted under its own way_in.
 func TestWayInLabelsTheDecisionMetrics(t *testing.T) {
 	limits := []enforce.Limit{{Name: "items", Route: routeItems, Algorithm: enforce.FixedWindow, Limit: 4, Window: time.Hour}}
-	res := &mwResolver{keys: map[string]enforce.Caller{"sk_a": {Subject: "dev:1", Key: "key:1", KeyID: 1, UserID: 1, Plan: "pro", Limits: limits}}}
+	res := &mwResolver{Keys: map[string]enforce.Caller{"sk_a": {Subject: "dev:1", Key: "key:1", KeyID: 1, UserID: 1, Plan: "pro", Limits: limits}}}
 	reg := prometheus.NewRegistry()
 	mw := httplimit.NewMiddleware(memstore.New(memstore.Options{}), res, httplimit.Options{Registerer: reg})
 	check, envoy, odd := mw.WayIn(httplimit.WayInCheck), mw.WayIn(httplimit.WayInEnvoy), mw.WayIn("made-up")

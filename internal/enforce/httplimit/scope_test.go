@@ -23,7 +23,7 @@ func TestKeyScopeRefusesBeforeAnyLimit(t *testing.T) {
 	const limit = 3
 	limits := []enforce.Limit{{Name: "fw", Algorithm: enforce.FixedWindow, Limit: limit, Window: time.Hour}}
 	scope := &enforce.Scope{Routes: []string{"GET /api/items/{id}", "/api/reports"}, CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, ReadOnly: true}
-	res := &mwResolver{keys: map[string]enforce.Caller{"sk_scoped": {Subject: "dev:1", Key: "key:1", Plan: "pro", Limits: limits, Scope: scope}}}
+	res := &mwResolver{Keys: map[string]enforce.Caller{"sk_scoped": {Subject: "dev:1", Key: "key:1", Plan: "pro", Limits: limits, Scope: scope}}}
 	mw := httplimit.NewMiddleware(memstore.New(memstore.Options{}), res, httplimit.Options{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	mux := http.NewServeMux()

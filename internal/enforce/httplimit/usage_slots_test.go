@@ -26,7 +26,7 @@ func TestSlotDecisionsReachTheUsageSeries(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			store := memstore.New(memstore.Options{})
-			res := &mwResolver{keys: map[string]enforce.Caller{"sk": {Subject: "dev:9", Key: "key:90", Plan: "p", Limits: limits}}}
+			res := &mwResolver{Keys: map[string]enforce.Caller{"sk": {Subject: "dev:9", Key: "key:90", Plan: "p", Limits: limits}}}
 			mw := httplimit.NewMiddleware(store, res, httplimit.Options{})
 			release := make(chan struct{})
 			entered := make(chan struct{})

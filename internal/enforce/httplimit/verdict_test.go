@@ -22,7 +22,7 @@ func TestCheckAnswersAsTheMiddlewareDoes(t *testing.T) {
 	now := func() time.Time { return at }
 	limits := []enforce.Limit{{Name: "fw", Algorithm: enforce.FixedWindow, Limit: 3, Window: time.Minute}}
 	newMW := func() *httplimit.Middleware {
-		res := &mwResolver{anonLimits: limits, keys: map[string]enforce.Caller{
+		res := &mwResolver{AnonLimits: limits, Keys: map[string]enforce.Caller{
 			"sk_good": {Subject: "dev:1", Key: "key:1", Plan: "pro", Limits: limits},
 		}}
 		return httplimit.NewMiddleware(memstore.New(memstore.Options{Now: now}), res, httplimit.Options{Now: now})
