@@ -21,7 +21,7 @@ type Catalogs interface {
 }
 
 // Enforcer is the engine's middleware as the ways in use it:
-// *enforce.Middleware.
+// *httplimit.Middleware.
 type Enforcer interface {
 	Enforce(w http.ResponseWriter, r *http.Request, route string, next http.Handler)
 }

@@ -23,7 +23,7 @@ const (
 	HeaderLeaseExpires = "Sluice-Concurrency-Lease-Expires"
 )
 
-// LeaseReleaser releases slots by token: *enforce.Middleware.
+// LeaseReleaser releases slots by token: *httplimit.Middleware.
 type LeaseReleaser interface {
 	ReleaseToken(ctx context.Context, token string) error
 }

@@ -53,7 +53,7 @@ type Options struct {
 	// FailureMode says what a request gets when the store returns an error
 	// (ErrStoreUnavailable): FailOpen admits it and marks the response with
 	// HeaderStoreDegraded; anything else answers 503. FailLocal is carried
-	// out by a FailoverStore with a local store, which then rarely returns
+	// out by a failover.Store with a local store, which then rarely returns
 	// an error; set it here too so a failing local store answers 503.
 	FailureMode enforce.FailureMode
 	// MaxQueueWait bounds the wait of a queue-mode request (0 means
@@ -146,7 +146,7 @@ type Middleware struct {
 }
 
 // NewMiddleware returns a Middleware deciding with store (a memory store, a
-// Redis store, or a FailoverStore around one) and identifying callers with
+// Redis store, or a failover.Store around one) and identifying callers with
 // resolver.
 func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options) *Middleware {
 	m := &Middleware{
@@ -303,7 +303,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	}
 	h := w.Header()
 	if !policyDescribes(limits, d.Layers) {
-		// The store decided other figures (a FailoverStore's local
+		// The store decided other figures (a failover.Store's local
 		// fallback divides each limit by the instance count).
 		fixed = nil
 	}

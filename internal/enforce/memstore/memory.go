@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce/storemetrics"
 )
 
-// MemoryOptions configures a MemoryStore; the zero value is ready for
+// Options configures a Store; the zero value is ready for
 // production.
 type Options struct {
 	// Now is the clock; tests inject a fake one. The default is the
@@ -53,7 +53,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// MemoryStore is the single-instance Store: every algorithm's state in
+// Store is the single-instance enforce.Store: every algorithm's state in
 // process memory, one lock per subject, found through an index that
 // decisions read without locking (see memShard). State is dropped once it
 // no longer affects any decision (and its usage series has aged out), so
@@ -405,7 +405,7 @@ func shardCount(n int) int {
 	return c
 }
 
-// NewMemoryStore returns an empty MemoryStore. It starts no goroutines.
+// New returns an empty Store. It starts no goroutines.
 // Like prometheus.MustRegister it panics if opts.Registerer already holds a
 // different metric under one of its names.
 func New(opts Options) *Store {

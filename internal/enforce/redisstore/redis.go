@@ -29,7 +29,7 @@ import (
 //go:embed scripts/decide.lua
 var decideScript string
 
-// redisstore.Options configures a redisstore.Store; the zero value is ready for
+// Options configures a Store; the zero value is ready for
 // production.
 type Options struct {
 	// Prefix starts every key (default "sluice:"); tests use a unique one.
@@ -120,7 +120,7 @@ type Options struct {
 	NegativeCacheSize int
 }
 
-// redisstore.Store is the Store shared by every instance: each decision is made by
+// Store is the enforce.Store shared by every instance: each decision is made by
 // one Lua script (scripts/decide.lua) covering all of the request's limits
 // atomically, with time read from Redis. Concurrent decisions are batched: a
 // decision that finds a pipeline worker idle is sent at once, and decisions
@@ -133,7 +133,7 @@ type Options struct {
 // pipeline. On a single Redis each pipeline worker sends its batches over
 // a connection of its own, set up from the client's options (see
 // pipeConn), and go-redis carries everything else. Usage is tallied in
-// memory and written every redisstore.Options.UsageFlush.
+// memory and written every Options.UsageFlush.
 //
 // Keys: every limit but the sliding log keeps its state in one record,
 // a field of one hash per subject, <prefix>{<subject>}, so a decision reads
@@ -161,7 +161,7 @@ type Options struct {
 // Call Close when done to stop the pipeline workers.
 type Store struct {
 	client redis.UniversalClient
-	// usageClient writes and reads the usage series (redisstore.Options.UsageClient,
+	// usageClient writes and reads the usage series (Options.UsageClient,
 	// else client).
 	usageClient redis.UniversalClient
 	sha         string
@@ -428,7 +428,7 @@ func (s *Store) checkVersion(ctx context.Context) error {
 }
 
 // Timeout is the most one decision waits, queueing included, before it
-// fails with ErrStoreUnavailable (redisstore.Options.Timeout). A failover.Store
+// fails with ErrStoreUnavailable (Options.Timeout). A failover.Store
 // in front of the store relies on it instead of a deadline of its own when
 // it is no longer than its own timeout.
 func (s *Store) Timeout() time.Duration { return s.timeout }
@@ -524,7 +524,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool, l
 }
 
 // negativeCache holds rejections that cannot turn into admissions before
-// their RetryAfter (see redisstore.Options.NegativeCacheSize).
+// their RetryAfter (see Options.NegativeCacheSize).
 type negativeCache struct {
 	mu      sync.Mutex
 	max     int

@@ -34,7 +34,7 @@ import (
 // SETNAME ClientName. A client that authenticates through a credentials
 // provider, or has OnConnect or a Limiter, gets no pipeConn (see
 // directOptions). The client's hooks do not see the script calls sent here
-// (redisstore.Options.ViaClient).
+// (Options.ViaClient).
 type pipeConn struct {
 	opt     *redis.Options
 	timeout time.Duration

@@ -82,11 +82,11 @@ func (u *usageTally) restore(counts map[usageTallyKey]usageCounts) {
 }
 
 // UsageOthers is the subject under which the Redis store adds up the usage
-// of the callers without a key beyond redisstore.Options.UsageTopSubjects in a
+// of the callers without a key beyond Options.UsageTopSubjects in a
 // bucket: one row per route.
 const UsageOthers = "(others)"
 
-// DefaultUsageTopSubjects is redisstore.Options.UsageTopSubjects's default.
+// DefaultUsageTopSubjects is Options.UsageTopSubjects's default.
 const DefaultUsageTopSubjects = 100
 
 // foldOthers bounds the series one flush writes: in each bucket, the
