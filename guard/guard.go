@@ -106,6 +106,12 @@ type Options struct {
 	// DefaultCacheMaxAge); an older one is refused, as is any when the
 	// portal refuses the token.
 	CacheMaxAge time.Duration
+	// NoRequestLog stops the guard reporting its decisions to the portal's
+	// request log (POST /v1/policy/log with Token, in batches every
+	// second, off the request path; past 8,192 waiting they are dropped).
+	// By default they are reported: the guard alone sees the protected
+	// API's status and latency.
+	NoRequestLog bool
 }
 
 // DefaultCacheMaxAge is the default of Options.CacheMaxAge.
@@ -137,6 +143,7 @@ type Guard struct {
 	log      *slog.Logger
 	cancel   context.CancelFunc
 	done     chan struct{}
+	report   *reporter // nil with NoRequestLog
 
 	mu   sync.Mutex
 	etag string
@@ -202,10 +209,15 @@ func New(ctx context.Context, opts Options) (*Guard, error) {
 		store = memstore.New(memstore.Options{})
 	}
 	g := &Guard{opts: opts, policy: base, resolver: policy.NewResolver(nil), log: opts.Logger, done: make(chan struct{})}
-	g.mw = httplimit.NewMiddleware(store, g.resolver, httplimit.Options{
+	mo := httplimit.Options{
 		TrustedProxies: opts.TrustedProxies, Logger: opts.Logger, FailureMode: mode,
 		Registerer: opts.Registerer, WayIn: httplimit.WayInGuard, Tracer: opts.Tracer,
-	})
+	}
+	if !opts.NoRequestLog {
+		g.report = newReporter(strings.TrimSuffix(opts.PortalURL, "/")+"/v1/policy/log", opts.Token, opts.Client, g.log)
+		mo.RequestLog = g.report
+	}
+	g.mw = httplimit.NewMiddleware(store, g.resolver, mo)
 	if _, err := g.fetch(ctx, 0); err != nil {
 		if errors.Is(err, ErrUnauthorized) || opts.CacheFile == "" {
 			return nil, err
@@ -228,6 +240,9 @@ func New(ctx context.Context, opts Options) (*Guard, error) {
 		}
 	}()
 	go g.run(runCtx)
+	if g.report != nil {
+		go g.report.run(runCtx)
+	}
 	return g, nil
 }
 
@@ -243,6 +258,9 @@ func (g *Guard) Version() uint64 { return g.resolver.Version() }
 func (g *Guard) Close() {
 	g.cancel()
 	<-g.done
+	if g.report != nil {
+		<-g.report.done // the decisions still queued are sent, once
+	}
 }
 
 // pollSlack is how much longer than the long poll's wait a fetch may take

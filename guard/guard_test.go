@@ -16,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/apikeys"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/services"
 	"github.com/sluicehq/sluice/internal/snapshot"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -38,6 +41,9 @@ type portal struct {
 	key    apikeys.Key
 	secret string
 	holder *snapshot.Holder
+	// reqlog is the request log the guards report their decisions to.
+	reqlog *requestlog.Writer
+	pool   *pgxpool.Pool
 }
 
 func newPortal(t *testing.T) *portal {
@@ -75,6 +81,9 @@ func newPortal(t *testing.T) *portal {
 	go func() { defer close(done); _ = h.Run(runCtx) }()
 	mux := http.NewServeMux()
 	mux.Handle(gateway.PolicyPath, gateway.NewPolicyFeed(gateway.SnapshotPolicy(h), repo, logger))
+	p.pool = pool
+	p.reqlog = requestlog.NewWriter(pool, requestlog.Options{AdmitSample: 1, Logger: logger})
+	mux.Handle(gateway.GuardLogPath, gateway.NewGuardLog(repo, p.reqlog, logger))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
 	p.url, p.holder = srv.URL, h

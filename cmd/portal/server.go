@@ -341,6 +341,9 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	mux.Handle(keyverify.OpenAPIPath, keyverify.OpenAPI())
 	// Programs enforcing with the guard package fetch the policy here.
 	mux.Handle(gateway.PolicyPath, doors.Wrap("policy", endOnDrain(gateway.NewPolicyFeed(gateway.SnapshotPolicy(holder), services.NewRepo(d.pool), d.logger), d.draining)))
+	// The guards' decisions, for the request log (issue 36): they alone see
+	// their API's status and latency.
+	mux.Handle(gateway.GuardLogPath, doors.Wrap("policy-log", gateway.NewGuardLog(services.NewRepo(d.pool), usage.writer, d.logger)))
 	// Services with an upstream URL: on the proxy's own listener, by host
 	// name and by path, and by host name (sandboxed) around the whole mux
 	// below. The console's own origin never serves an upstream's content:
