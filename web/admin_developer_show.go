@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/billing"
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/plans"
+	"github.com/sluicehq/sluice/internal/quotas"
 	"github.com/sluicehq/sluice/internal/users"
 	"github.com/sluicehq/sluice/views"
 )
@@ -88,8 +89,13 @@ func (s *Server) developerView(ctx context.Context, id int64) (views.DeveloperVi
 			continue
 		}
 		q := &v.Quotas[i]
+		start, _ := enforce.QuotaPeriod(limits[i], anchor.Effective, at)
+		if q.Granted, err = quotas.Granted(ctx, s.deps.Pool, id, plan.Slug, q.Name, start); err != nil {
+			return v, err
+		}
 		q.Remaining = max(l.Remaining, 0)
-		q.Used = max(q.Limit-l.Remaining, 0)
+		// Remaining is the limit plus grants less use.
+		q.Used = max(q.Limit+q.Granted-l.Remaining, 0)
 		q.RenewsIn, q.RenewsAt = l.ResetAfter, at.Add(l.ResetAfter).UTC()
 	}
 	return v, nil

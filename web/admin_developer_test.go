@@ -41,11 +41,19 @@ func TestDeveloperQuotaControls(t *testing.T) {
 		}
 	}
 	page := fmt.Sprintf("/admin/developers/%d", e.dev.ID)
+	// figures reads the monthly row: used, limit, granted, remaining.
+	figures := func(d *goquery.Document) [4]string {
+		row := d.Find(`[data-testid="quota-row"][data-quota="monthly"]`)
+		var out [4]string
+		for i, id := range []string{"quota-used", "quota-limit", "quota-granted", "quota-remaining"} {
+			out[i] = strings.TrimSpace(row.Find(`[data-testid="` + id + `"]`).Text())
+		}
+		return out
+	}
 	op := e.signedIn(operatorEmail)
 	d := op.get(page, nil).doc(t)
-	row := d.Find(`[data-testid="quota-row"][data-quota="monthly"]`)
-	if got := [3]string{row.Find(`[data-testid="quota-used"]`).Text(), row.Find(`[data-testid="quota-limit"]`).Text(), row.Find(`[data-testid="quota-remaining"]`).Text()}; got != [3]string{"2", "5", "3"} {
-		t.Fatalf("used/limit/remaining = %q, want 2, 5, 3", got)
+	if got := figures(d); got != [4]string{"2", "5", "0", "3"} {
+		t.Fatalf("used/limit/granted/remaining = %q, want 2, 5, 0, 3", got)
 	}
 	if got := text(d, "anchor-current"); !strings.Contains(got, "the sign-up instant") {
 		t.Errorf("anchor = %q, want the sign-up instant", got)
@@ -57,8 +65,8 @@ func TestDeveloperQuotaControls(t *testing.T) {
 			t.Fatalf("grant: %d %s", res.StatusCode, res.body)
 		}
 		d := res.doc(t)
-		if got := strings.TrimSpace(d.Find(`[data-quota="monthly"] [data-testid="quota-remaining"]`).Text()); got != "13" {
-			t.Errorf("remaining after granting 10 = %q, want 13", got)
+		if got := figures(d); got != [4]string{"2", "5", "10", "13"} {
+			t.Errorf("used/limit/granted/remaining after granting 10 = %q, want 2, 5, 10, 13", got)
 		}
 		if got := text(d, "saved"); !strings.Contains(got, "Granted 10 units of monthly") {
 			t.Errorf("message = %q", got)
@@ -69,8 +77,8 @@ func TestDeveloperQuotaControls(t *testing.T) {
 			t.Fatalf("plain grant: %d %q, want a redirect to the page", res.StatusCode, loc)
 		}
 		d = op.get(res.Header.Get("Location"), nil).doc(t)
-		if got := strings.TrimSpace(d.Find(`[data-quota="monthly"] [data-testid="quota-remaining"]`).Text()); got != "14" {
-			t.Errorf("remaining after another unit = %q, want 14", got)
+		if got := figures(d); got != [4]string{"2", "5", "11", "14"} {
+			t.Errorf("used/limit/granted/remaining after another unit = %q, want 2, 5, 11, 14", got)
 		}
 		if got := text(d, "saved"); !strings.Contains(got, "Granted 1 unit of monthly") {
 			t.Errorf("message after the redirect = %q", got)
@@ -114,8 +122,8 @@ func TestDeveloperQuotaControls(t *testing.T) {
 			t.Fatalf("confirmed reset: %d %s", res.StatusCode, res.body)
 		}
 		d := op.get(res.Header.Get("Location"), nil).doc(t)
-		if got := strings.TrimSpace(d.Find(`[data-quota="monthly"] [data-testid="quota-remaining"]`).Text()); got != "5" {
-			t.Errorf("remaining after the reset = %q, want 5 (the whole limit)", got)
+		if got := figures(d); got != [4]string{"0", "5", "0", "5"} {
+			t.Errorf("used/limit/granted/remaining after the reset = %q, want 0, 5, 0, 5: the grants go with the count", got)
 		}
 		if got := text(d, "saved"); !strings.Contains(got, "Reset monthly") {
 			t.Errorf("message = %q", got)

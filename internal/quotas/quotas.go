@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -151,4 +152,27 @@ func (s Service) DeveloperPlan(ctx context.Context, u users.User) (plans.Plan, e
 		}
 	}
 	return plans.Plan{}, &plans.ValidationError{Fields: []plans.FieldError{{Field: "limit", Message: "the developer has no plan and no plan is the default"}}}
+}
+
+// selectGranted sums the grants of one quota since the later of the period's
+// start and the quota's last reset (a reset drops the period's grants with
+// its count). The audit log is the record: every grant and reset is written
+// there in the transaction that makes it.
+const selectGranted = `
+SELECT COALESCE(sum((after->>'units')::bigint), 0)::bigint FROM audit_log
+WHERE object_type = 'user' AND object_id = $1 AND action = 'quota.grant'
+  AND after->>'plan' = $2 AND after->>'limit' = $3
+  AND at >= GREATEST($4, (SELECT max(at) FROM audit_log
+    WHERE object_type = 'user' AND object_id = $1 AND action = 'quota.reset'
+      AND after->>'plan' = $2 AND after->>'limit' = $3 AND at >= $4))`
+
+// Granted is how many units operators granted developer userID of the
+// quota limit of plan (a slug) this period, which began at since: what
+// the remaining holds beyond the limit less what was used.
+func Granted(ctx context.Context, db audit.DBTX, userID int64, plan, limit string, since time.Time) (int64, error) {
+	var n int64
+	if err := db.QueryRow(ctx, selectGranted, strconv.FormatInt(userID, 10), plan, limit, since).Scan(&n); err != nil {
+		return 0, fmt.Errorf("granted %s of user %d: %w", limit, userID, err)
+	}
+	return n, nil
 }
