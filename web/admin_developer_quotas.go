@@ -18,19 +18,14 @@ import (
 // current period, through quotas.Service.Adjust like the admin API's
 // POST .../quota-grants (validated alike, audited in the same transaction).
 func (s *Server) developerQuotaGrant(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	limit, typed := r.PostFormValue("limit"), strings.TrimSpace(r.PostFormValue("units"))
 	// Anything but a whole number is 0, which Adjust refuses on "units".
 	units, _ := strconv.ParseInt(typed, 10, 64)
-	_, err = s.quotas.Adjust(r.Context(), s.actor(r), id, quotas.Change{Limit: limit, Grant: true, Units: units})
+	_, err := s.quotas.Adjust(r.Context(), s.actor(r), id, quotas.Change{Limit: limit, Grant: true, Units: units})
 	var ve *plans.ValidationError
 	if errors.As(err, &ve) {
 		s.developerFormError(w, r, id, limit, ve, func(v *views.DeveloperView) { v.Units = typed })
@@ -48,13 +43,8 @@ func (s *Server) developerQuotaGrant(w http.ResponseWriter, r *http.Request) {
 // Reset asks (a page saying what resetting does), and only the
 // confirmation, which carries confirm=reset, resets.
 func (s *Server) developerQuotaReset(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	limit := r.PostFormValue("limit")
@@ -65,14 +55,14 @@ func (s *Server) developerQuotaReset(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, q := range v.Quotas {
-			if q.Name == limit {
+			if q.Name == limit && !q.PerKey {
 				s.render(w, r, http.StatusOK, views.QuotaResetConfirm(s.page(r, "Reset "+q.Name, "developers"), v.Developer, q))
 				return
 			}
 		}
 		// Not a quota of the plan: Adjust says so, on "limit".
 	}
-	_, err = s.quotas.Adjust(r.Context(), s.actor(r), id, quotas.Change{Limit: limit})
+	_, err := s.quotas.Adjust(r.Context(), s.actor(r), id, quotas.Change{Limit: limit})
 	var ve *plans.ValidationError
 	if errors.As(err, &ve) {
 		s.developerFormError(w, r, id, limit, ve, nil)
@@ -93,13 +83,8 @@ var anchorLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC
 // puts it back to their sign-up, through billing.SetAnchor as the admin
 // API's PUT .../billing-anchor does (audited user.set_billing_anchor).
 func (s *Server) developerBillingAnchor(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		s.error(w, r, err)
+	id, ok := s.postedID(w, r)
+	if !ok {
 		return
 	}
 	var anchor *time.Time
@@ -127,7 +112,7 @@ func (s *Server) developerBillingAnchor(w http.ResponseWriter, r *http.Request) 
 			return
 		}
 	}
-	_, err = billing.SetAnchor(r.Context(), s.deps.Pool, s.actor(r), id, anchor)
+	_, err := billing.SetAnchor(r.Context(), s.deps.Pool, s.actor(r), id, anchor)
 	if errors.Is(err, billing.ErrNotFound) {
 		err = errNotFound
 	}

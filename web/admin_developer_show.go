@@ -85,10 +85,10 @@ func (s *Server) developerView(ctx context.Context, id int64) (views.DeveloperVi
 	}
 	for i := range v.Quotas {
 		l, ok := byName[limits[i].Name]
-		if !ok {
+		q := &v.Quotas[i]
+		if !ok || q.PerKey {
 			continue
 		}
-		q := &v.Quotas[i]
 		start, _ := enforce.QuotaPeriod(limits[i], anchor.Effective, at)
 		if q.Granted, err = quotas.Granted(ctx, s.deps.Pool, id, plan.Slug, q.Name, start); err != nil {
 			return v, err

@@ -25,7 +25,11 @@ func TestDeveloperQuotaControls(t *testing.T) {
 	ctx := context.Background()
 	p, err := e.plans.Create(ctx, "test", plans.PlanInput{
 		Slug: "metered", Name: "Metered", IsPublic: true, IsDefault: true,
-		Limits: []plans.LimitInput{{Name: "monthly", Algorithm: "quota", Period: "month", Limit: 5}},
+		Limits: []plans.LimitInput{
+			{Name: "monthly", Algorithm: "quota", Period: "month", Limit: 5},
+			// An endpoint tier counts per key: no account-wide count.
+			{Name: "searches", Algorithm: "quota", Period: "day", Limit: 100, Route: "GET /api/search"},
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,10 +104,23 @@ func TestDeveloperQuotaControls(t *testing.T) {
 				t.Errorf("units %q: field kept %q", units, got)
 			}
 		}
-		res := op.post(page+"/quota-grants", url.Values{"limit": {"nope"}, "units": {"1"}}, nil)
-		if res.StatusCode != http.StatusUnprocessableEntity {
-			t.Errorf("unknown quota: status %d, want 422", res.StatusCode)
+		for _, limit := range []string{"nope", "searches"} {
+			res := op.post(page+"/quota-grants", url.Values{"limit": {limit}, "units": {"1"}}, htmx)
+			if res.StatusCode != http.StatusUnprocessableEntity {
+				t.Errorf("grant of %s: status %d, want 422", limit, res.StatusCode)
+			}
+			want := map[string]string{"nope": "has no quota tier of this name", "searches": "counted per API key"}[limit]
+			if got := text(res.doc(t), "error-limit"); !strings.Contains(got, want) {
+				t.Errorf("grant of %s: error %q, want %q", limit, got, want)
+			}
+			if res := op.post(page+"/quota-resets", url.Values{"limit": {limit}, "confirm": {"reset"}}, nil); res.StatusCode != http.StatusUnprocessableEntity {
+				t.Errorf("reset of %s: status %d, want 422", limit, res.StatusCode)
+			}
 		}
+		if n := count(op.get(page, nil).doc(t), "quota-per-key"); n != 1 {
+			t.Errorf("per-key notes = %d, want 1 (searches)", n)
+		}
+		res := op.post(page+"/quota-grants", url.Values{"limit": {"nope"}, "units": {"1"}}, nil)
 		if got := strings.TrimSpace(res.doc(t).Find(`[data-quota="monthly"] [data-testid="quota-remaining"]`).Text()); got != "14" {
 			t.Errorf("remaining after refused grants = %q, want 14 (unchanged)", got)
 		}

@@ -101,6 +101,11 @@ func (s Service) Adjust(ctx context.Context, actor string, userID int64, c Chang
 	if limit == nil {
 		return Result{}, &plans.ValidationError{Fields: []plans.FieldError{{Field: "limit", Message: "the developer's plan " + plan.Slug + " has no quota tier of this name"}}}
 	}
+	if limit.CountPer == plans.CountPerKey {
+		// Each key counts its own; the account's count that a change here
+		// would touch is one no request spends from.
+		return Result{}, &plans.ValidationError{Fields: []plans.FieldError{{Field: "limit", Message: "is counted per API key: there is no account-wide count to grant to or reset"}}}
+	}
 	anchor, err := billing.Get(ctx, s.Pool, userID)
 	if err != nil {
 		return Result{}, err
