@@ -185,6 +185,13 @@ func TestDeveloperQuotaControls(t *testing.T) {
 		}
 	})
 
+	t.Run("CrossSitePostIsRefused", func(t *testing.T) {
+		res := op.post(page+"/quota-grants", url.Values{"limit": {"monthly"}, "units": {"1000"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("cross-site grant: %d, want 403", res.StatusCode)
+		}
+	})
+
 	t.Run("AuditNamesOperatorAndDeveloper", func(t *testing.T) {
 		want := map[string]int{"quota.grant": 2, "quota.reset": 1, "user.set_billing_anchor": 2}
 		for action, n := range want {
