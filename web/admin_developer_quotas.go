@@ -120,7 +120,11 @@ func (s *Server) developerBillingAnchor(w http.ResponseWriter, r *http.Request) 
 		s.error(w, r, err)
 		return
 	}
-	s.developerDone(w, r, id, url.Values{"done": {done}})
+	outcome := url.Values{"done": {done}}
+	if anchor != nil {
+		outcome.Set("at", views.Time(anchor)+" UTC")
+	}
+	s.developerDone(w, r, id, outcome)
 }
 
 // developerDone answers a change that worked: htmx gets the page's

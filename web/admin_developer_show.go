@@ -111,7 +111,7 @@ func doneMessage(q url.Values) string {
 	case "reset":
 		return fmt.Sprintf("Reset %s: this period's count is back to zero. The reset is in the audit log.", limit)
 	case "anchor":
-		return "Billing anchor set: quotas renew from it from the next request. The change is in the audit log."
+		return "Billing anchor set to " + q.Get("at") + ": quotas renew from it from the next request. The change is in the audit log."
 	case "anchor-cleared":
 		return "Billing anchor cleared: quotas renew from the sign-up instant again. The change is in the audit log."
 	}

@@ -155,6 +155,9 @@ func TestDeveloperQuotaControls(t *testing.T) {
 		if got := text(res.doc(t), "anchor-effective"); got != "2026-03-15 09:30 UTC" {
 			t.Errorf("anchor shown = %q", got)
 		}
+		if got := text(res.doc(t), "saved"); !strings.Contains(got, "Billing anchor set to 2026-03-15 09:30 UTC") {
+			t.Errorf("message = %q", got)
+		}
 		got, err := billing.Get(ctx, e.pool, e.dev.ID)
 		if want := time.Date(2026, 3, 15, 9, 30, 0, 0, time.UTC); err != nil || got.Set == nil || !got.Set.Equal(want) {
 			t.Errorf("stored anchor = %+v %v, want %s", got, err, want)
