@@ -120,11 +120,7 @@ func (s *Server) developerBillingAnchor(w http.ResponseWriter, r *http.Request) 
 		s.error(w, r, err)
 		return
 	}
-	outcome := url.Values{"done": {done}}
-	if anchor != nil {
-		outcome.Set("at", views.Time(anchor)+" UTC")
-	}
-	s.developerDone(w, r, id, outcome)
+	s.developerDone(w, r, id, url.Values{"done": {done}})
 }
 
 // developerDone answers a change that worked: htmx gets the page's
@@ -140,7 +136,7 @@ func (s *Server) developerDone(w http.ResponseWriter, r *http.Request, id int64,
 		s.error(w, r, err)
 		return
 	}
-	v.Message = doneMessage(done)
+	v.Message = doneMessage(done, v)
 	s.render(w, r, http.StatusOK, views.DeveloperControls(v))
 }
 

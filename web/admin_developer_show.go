@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/billing"
@@ -29,7 +30,11 @@ func (s *Server) developerShow(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	v.Message = doneMessage(r.URL.Query())
+	// The outcome comes from the redirect's query: it names a quota of the
+	// page, or says nothing (a crafted link cannot put words on the page).
+	if q := r.URL.Query(); q.Get("limit") == "" || slices.ContainsFunc(v.Quotas, func(d views.DeveloperQuota) bool { return d.Name == q.Get("limit") }) {
+		v.Message = doneMessage(q, v)
+	}
 	s.render(w, r, http.StatusOK, views.DeveloperPage(s.page(r, v.Developer.Email, "developers"), v))
 }
 
@@ -101,8 +106,9 @@ func (s *Server) developerView(ctx context.Context, id int64) (views.DeveloperVi
 	return v, nil
 }
 
-// doneMessage says what the action a redirect reports did (?done=...).
-func doneMessage(q url.Values) string {
+// doneMessage says what the action a redirect reports did (?done=...), on
+// the page v as it now stands.
+func doneMessage(q url.Values, v views.DeveloperView) string {
 	limit := q.Get("limit")
 	switch q.Get("done") {
 	case "grant":
@@ -111,7 +117,7 @@ func doneMessage(q url.Values) string {
 	case "reset":
 		return fmt.Sprintf("Reset %s: this period's count is back to zero. The reset is in the audit log.", limit)
 	case "anchor":
-		return "Billing anchor set to " + q.Get("at") + ": quotas renew from it from the next request. The change is in the audit log."
+		return "Billing anchor set to " + views.Time(v.AnchorSet) + " UTC: quotas renew from it from the next request. The change is in the audit log."
 	case "anchor-cleared":
 		return "Billing anchor cleared: quotas renew from the sign-up instant again. The change is in the audit log."
 	}

@@ -87,6 +87,10 @@ func TestDeveloperQuotaControls(t *testing.T) {
 		if got := text(d, "saved"); !strings.Contains(got, "Granted 1 unit of monthly") {
 			t.Errorf("message after the redirect = %q", got)
 		}
+		// A link cannot make the page report a grant of a quota it lacks.
+		if n := count(op.get(page+"?done=grant&limit=everything&units=99", nil).doc(t), "saved"); n != 0 {
+			t.Errorf("crafted outcome shown %d times, want none", n)
+		}
 	})
 
 	t.Run("InvalidUnitsAreAFieldError", func(t *testing.T) {
