@@ -62,7 +62,11 @@ func (s *Server) adminRoutes(mux *http.ServeMux, op func(http.HandlerFunc) http.
 	mux.Handle("POST /admin/keys/{id}/revoke", op(s.keyRevoke))
 
 	mux.Handle("GET /admin/developers", op(s.developersList))
+	mux.Handle("GET /admin/developers/{id}", op(s.developerShow))
 	mux.Handle("POST /admin/developers/{id}/plan", op(s.developerSetPlan))
+	mux.Handle("POST /admin/developers/{id}/quota-grants", op(s.developerQuotaGrant))
+	mux.Handle("POST /admin/developers/{id}/quota-resets", op(s.developerQuotaReset))
+	mux.Handle("POST /admin/developers/{id}/billing-anchor", op(s.developerBillingAnchor))
 	mux.Handle("POST /admin/developers/{id}/disable", op(s.developerDisable))
 	mux.Handle("POST /admin/developers/{id}/enable", op(s.developerEnable))
 	mux.Handle("GET /admin/orgs", op(s.adminOrgs))

@@ -59,6 +59,10 @@ func TestOperatorRoutesCheckTheRole(t *testing.T) {
 		{"POST", "/admin/keys/" + key + "/expiry", http.StatusSeeOther},
 		{"GET", "/admin/developers", http.StatusOK},
 		{"POST", fmt.Sprintf("/admin/developers/%d/plan", e.dev.ID), http.StatusConflict},
+		{"GET", fmt.Sprintf("/admin/developers/%d", e.dev.ID), http.StatusOK},
+		{"POST", fmt.Sprintf("/admin/developers/%d/quota-grants", e.dev.ID), http.StatusUnprocessableEntity},
+		{"POST", fmt.Sprintf("/admin/developers/%d/quota-resets", e.dev.ID), http.StatusUnprocessableEntity},
+		{"POST", fmt.Sprintf("/admin/developers/%d/billing-anchor", e.dev.ID), http.StatusUnprocessableEntity},
 		{"GET", "/admin/audit", http.StatusOK},
 	}
 	anon, dev, op := e.anonymous(), e.signedIn(developerEmail), e.signedIn(operatorEmail)

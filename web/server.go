@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/pgsession"
 	"github.com/sluicehq/sluice/internal/plans"
 	"github.com/sluicehq/sluice/internal/playground"
+	"github.com/sluicehq/sluice/internal/quotas"
 	"github.com/sluicehq/sluice/internal/requestlog"
 	"github.com/sluicehq/sluice/internal/resets"
 	"github.com/sluicehq/sluice/internal/seal"
@@ -59,6 +60,11 @@ type Deps struct {
 	// own, so dashboards never queue behind the request path's pipeline or
 	// feed its circuit breaker. Nil means Limiter.
 	Dashboard enforce.Store
+	// Quotas is where operators' quota grants and resets go: the quota
+	// ledger in the portal (as for the admin API), so a counter rebuilt
+	// after a loss keeps them. Nil means Limiter when it can change quotas
+	// (the memory store can); otherwise the controls answer 503.
+	Quotas quotas.Adjuster
 	// Usage reads the engine's usage series (both stores implement it);
 	// with Redis, through the dashboards' client as well.
 	Usage UsageReader
@@ -197,9 +203,11 @@ type Server struct {
 	mailSlots chan struct{}
 	// dashboard peeks for the dashboards (Deps.Dashboard, else Limiter).
 	dashboard enforce.Store
-	replayer  Replayer
-	streams   *streamGate
-	shares    *viewShares
+	// quotas grants and resets quotas (Deps.Quotas), the admin API's path.
+	quotas   quotas.Service
+	replayer Replayer
+	streams  *streamGate
+	shares   *viewShares
 }
 
 // New builds the UI from its dependencies. It panics on a missing required
@@ -221,6 +229,10 @@ func New(deps Deps) *Server {
 	s.dashboard = deps.Dashboard
 	if s.dashboard == nil {
 		s.dashboard = deps.Limiter
+	}
+	s.quotas = quotas.Service{Pool: deps.Pool, Users: deps.Users, Plans: deps.Plans, Store: deps.Quotas}
+	if adj, ok := deps.Limiter.(quotas.Adjuster); ok && deps.Quotas == nil {
+		s.quotas.Store = adj
 	}
 	s.replayer = deps.Playground
 	if s.replayer == nil {

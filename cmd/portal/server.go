@@ -380,6 +380,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 		Keys:           keySvc,
 		Limiter:        limiter,
 		Dashboard:      dashboard,
+		Quotas:         quotaLedger, // grants and resets recorded, as the admin API's
 		Usage:          counters,
 		StreamsPerUser: d.cfg.StreamsPerUser,
 		StreamsMax:     d.cfg.StreamsMax,
