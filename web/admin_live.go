@@ -103,67 +103,30 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "name between 1 and 10 key ids in keys=", http.StatusBadRequest)
 		return
 	}
-	user, _ := s.currentUser(r)
-	release, ok := s.streams.open(w, user.ID)
-	if !ok {
-		return
-	}
-	defer release()
 	sorted := slices.Clone(ids)
 	slices.Sort(sorted)
-	view, unwatch := s.shares.watch(streamURL(sorted))
-	defer unwatch()
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-
-	ctx := r.Context()
-	tick := time.NewTicker(liveTick)
-	defer tick.Stop()
-	for {
-		events, err := view.frame(func(state *any) ([]byte, error) {
-			// The view's liveView (its keys' limits, reread every few
-			// seconds) is kept with the view, shared by its streams.
-			lv, _ := (*state).(*liveView)
-			if lv == nil {
-				lv = newLiveView(s)
-				*state = lv
+	s.serveStream(w, r, streamURL(sorted), nil, func(ctx context.Context, state *any) ([]byte, error) {
+		// The view's liveView (its keys' limits, reread every few
+		// seconds) is kept with the view, shared by its streams.
+		lv, _ := (*state).(*liveView)
+		if lv == nil {
+			lv = newLiveView(s)
+			*state = lv
+		}
+		var buf bytes.Buffer
+		for _, id := range sorted {
+			k, err := lv.figures(ctx, id)
+			if err != nil && ctx.Err() != nil {
+				return nil, err
 			}
-			var buf bytes.Buffer
-			for _, id := range sorted {
-				k, err := lv.figures(ctx, id)
-				if err != nil && ctx.Err() != nil {
-					return nil, err
-				}
-				var frag bytes.Buffer
-				if err := views.LiveKeyFragment(k).Render(ctx, &frag); err != nil {
-					return nil, err
-				}
-				writeEvent(&buf, views.LiveEvent(id), frag.Bytes())
+			var frag bytes.Buffer
+			if err := views.LiveKeyFragment(k).Render(ctx, &frag); err != nil {
+				return nil, err
 			}
-			return buf.Bytes(), nil
-		})
-		if err != nil {
-			return
+			writeEvent(&buf, views.LiveEvent(id), frag.Bytes())
 		}
-		// A stream outlives the server's write timeout; each push gets
-		// its own deadline instead.
-		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.Write(events); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+		return buf.Bytes(), nil
+	})
 }
 
 // writeEvent writes one SSE event; every line of data gets its own "data:"

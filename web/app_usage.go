@@ -46,27 +46,8 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 // one developer share one computation per tick.
 func (s *Server) myUsageStream(w http.ResponseWriter, r *http.Request) {
 	user, _ := s.currentUser(r)
-	release, ok := s.streams.open(w, user.ID)
-	if !ok {
-		return
-	}
-	defer release()
-	view, unwatch := s.shares.watch("app:" + strconv.FormatInt(user.ID, 10))
-	defer unwatch()
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
-	tick := time.NewTicker(liveTick)
-	defer tick.Stop()
-	for {
-		if !s.stillMember(ctx, r) {
-			return
-		}
-		event, err := view.frame(func(*any) ([]byte, error) {
+	s.serveStream(w, r, "app:"+strconv.FormatInt(user.ID, 10), func(ctx context.Context) bool { return s.stillMember(ctx, r) },
+		func(ctx context.Context, _ *any) ([]byte, error) {
 			u, err := s.myUsageFigures(ctx, r)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -82,24 +63,6 @@ func (s *Server) myUsageStream(w http.ResponseWriter, r *http.Request) {
 			writeEvent(&buf, views.MyUsageEvent, frag.Bytes())
 			return buf.Bytes(), nil
 		})
-		if err != nil {
-			return
-		}
-		// A stream outlives the server's write timeout; each push gets its
-		// own deadline instead.
-		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.Write(event); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // myUsageFigures reads the signed-in developer's figures: per active key
