@@ -48,3 +48,28 @@ func TestServicePageSaysWhereTheProxyServesIt(t *testing.T) {
 		t.Errorf("shop's docs do not ask the portal for the status:\n%s", md)
 	}
 }
+
+// TestGatewayServiceDocsCallItsHost: a service behind its own gateway (no
+// upstream) is called at its host name through that gateway, never on the
+// console's origin, which would answer 404; without a host name the
+// example names the gateway to put there.
+func TestGatewayServiceDocsCallItsHost(t *testing.T) {
+	e := newEnv(t)
+	c := e.anonymous()
+	repo := services.NewRepo(e.pool)
+	if _, err := repo.Create(context.Background(), "test", services.Input{Slug: "widgets", Name: "Widgets",
+		Hosts: []string{"widgets.example.com"}, Routes: []string{"GET /widgets/{id}"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Create(context.Background(), "test", services.Input{Slug: "bare", Name: "Bare",
+		Routes: []string{"GET /bare/{id}"}}); err != nil {
+		t.Fatal(err)
+	}
+	md := c.get("/docs/services/widgets/limits.md", nil).body
+	if !strings.Contains(md, `"https://widgets.example.com/widgets/1"`) || strings.Contains(md, e.srv.URL+"/widgets/1") {
+		t.Errorf("widgets' docs do not call its host through its gateway:\n%s", md)
+	}
+	if md := c.get("/docs/services/bare/limits.md", nil).body; !strings.Contains(md, `"https://YOUR-GATEWAY/bare/1"`) {
+		t.Errorf("bare's docs do not name the gateway to call:\n%s", md)
+	}
+}

@@ -25,6 +25,16 @@ type docsPages struct {
 	cache map[string]docs.Model
 }
 
+// gatewayBase is where a service behind its own gateway is called: its
+// first host name (https, as a gateway in front of an API serves it), or
+// a placeholder naming the gateway when it declares none.
+func gatewayBase(svc services.Service) string {
+	if len(svc.Hosts) > 0 {
+		return "https://" + svc.Hosts[0]
+	}
+	return "https://YOUR-GATEWAY"
+}
+
 // maxDocsCache bounds the cache: one entry per (plans state, viewer's plan,
 // base URL); older states are dropped wholesale when it fills.
 const maxDocsCache = 64
@@ -58,9 +68,13 @@ func (d *docsPages) model(r *http.Request) (docs.Model, error) {
 			return docs.Model{}, err
 		}
 		// A proxied service is called through the proxy, never on the
-		// console's origin: its examples are addressed there.
+		// console's origin: its examples are addressed there. One behind
+		// its own gateway is called at its host name through that gateway
+		// (the console would answer 404), or at a placeholder for it.
 		if u := d.s.serviceURL(r, svc); u != "" {
 			base = u
+		} else if svc.Upstream == "" && svc.Slug != services.DemoSlug {
+			base = gatewayBase(svc)
 		}
 	}
 	now := docsNow(d.s.now())
