@@ -334,7 +334,7 @@ func newServer(ctx context.Context, d serverDeps) (http.Handler, func(), error) 
 	// Services check a key and read its limits here, spending nothing
 	// (issue 36), with a service token: a door that takes a token, so
 	// its failed authentications are limited like the others'.
-	mux.Handle(keyverify.Path, doors.Wrap("keys-verify", keyverify.New(holder, limiter, limiter, services.NewRepo(d.pool), keyverify.Options{
+	mux.Handle(keyverify.Path, doors.Wrap("keys-verify", keyverify.New(holder, enforce.NewEngine(limiter, enforce.EngineOptions{}), limiter, services.NewRepo(d.pool), keyverify.Options{
 		PerService: int64(d.cfg.Usage.VerifyPerService), PerAddress: int64(d.cfg.Usage.VerifyPerAddress),
 		TrustedProxies: d.cfg.TrustedProxies, Logger: d.logger,
 	})))

@@ -25,6 +25,10 @@ type Ask struct {
 	// Peek evaluates the limits without consuming anything and holds no
 	// concurrency slot.
 	Peek bool
+	// AllRoutes, with Peek, evaluates every one of the caller's limits
+	// whatever their Route, for a caller's whole picture (the key
+	// verification API asked about no route); Route then only labels it.
+	AllRoutes bool
 }
 
 // Degradation says why an Outcome is not the shared store's own answer.
@@ -120,6 +124,9 @@ func (e *Engine) Decide(ctx context.Context, ask Ask) (Outcome, error) {
 // the store can and it is large enough, sparing an allocation.
 func (e *Engine) DecideInto(ctx context.Context, ask Ask, layers []LayerResult) (Outcome, error) {
 	limits := Applicable(ask.Caller.Limits, ask.Route)
+	if ask.AllRoutes && ask.Peek {
+		limits = ask.Caller.Limits
+	}
 	if ask.Hits > 1 && len(limits) > 0 {
 		limits = WithHits(limits, ask.Hits)
 	}

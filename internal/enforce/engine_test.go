@@ -147,3 +147,28 @@ func TestEngineDecideHoldsConcurrencySlots(t *testing.T) {
 		t.Fatalf("after release: %+v, %v", out, err)
 	}
 }
+
+// TestPeekAllRoutesShowsEveryTier: a peek for a caller's whole picture
+// (AllRoutes) evaluates every limit whatever its route; without it, an
+// ask with no route sees the plan-wide limits only.
+func TestPeekAllRoutesShowsEveryTier(t *testing.T) {
+	e := enforce.NewEngine(memstore.New(memstore.Options{}), enforce.EngineOptions{})
+	caller := enforce.Caller{Subject: "dev:5", Limits: []enforce.Limit{
+		{Name: "plan", Algorithm: enforce.FixedWindow, Limit: 10, Window: time.Minute},
+		{Name: "search", Route: "GET /search", Algorithm: enforce.FixedWindow, Limit: 3, Window: time.Minute},
+	}}
+	ctx := context.Background()
+	o, err := e.Decide(ctx, enforce.Ask{Caller: caller, Peek: true, AllRoutes: true})
+	if err != nil || len(o.Layers) != 2 {
+		t.Fatalf("AllRoutes peek: %d layers, %v; want both tiers", len(o.Layers), err)
+	}
+	o, err = e.Decide(ctx, enforce.Ask{Caller: caller, Peek: true})
+	if err != nil || len(o.Layers) != 1 || o.Layers[0].Limit.Name != "plan" {
+		t.Fatalf("peek without a route: %+v, %v; want the plan-wide limit only", o.Layers, err)
+	}
+	// AllRoutes never consumes: it only applies to a peek.
+	o, _ = e.Decide(ctx, enforce.Ask{Caller: caller, AllRoutes: true})
+	if len(o.Layers) != 1 {
+		t.Fatalf("AllRoutes without Peek decided %d layers, want the plan-wide one", len(o.Layers))
+	}
+}

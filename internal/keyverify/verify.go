@@ -38,10 +38,10 @@ type Resolver interface {
 	ResolveKey(secret string) (enforce.Caller, error)
 }
 
-// Peeker reads limits without consuming anything: the engine's Store.Peek,
-// to be the engine's Decide with Peek set once it has one.
+// Peeker reads limits without consuming anything: the engine's Decide,
+// asked with Peek (a *enforce.Engine), as every way in asks it.
 type Peeker interface {
-	Peek(ctx context.Context, req enforce.Request) (enforce.Decision, error)
+	Decide(ctx context.Context, ask enforce.Ask) (enforce.Outcome, error)
 }
 
 // Limiter decides the endpoint's own limits: the engine's Store.
@@ -181,15 +181,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := Answer{Valid: true, KeyID: caller.KeyID, DeveloperID: caller.UserID, Plan: caller.Plan, Route: req.Route, Limits: []httplimit.LimitStatus{}}
-	var limits []enforce.Limit
+	// Shadow limits are never shown; without a route, every tier is.
+	visible := caller
+	visible.Limits = nil
 	for _, l := range caller.Limits {
-		if l.Mode != enforce.ModeShadow && (req.Route == "" || l.Route == "" || l.Route == req.Route) {
-			limits = append(limits, l)
+		if l.Mode != enforce.ModeShadow {
+			visible.Limits = append(visible.Limits, l)
 		}
 	}
-	if len(limits) > 0 {
+	if len(visible.Limits) > 0 {
 		before := h.now()
-		d, err := h.peek.Peek(ctx, enforce.Request{Subject: caller.Subject, Key: caller.Key, Route: req.Route, Limits: limits, Anchor: caller.Anchor})
+		o, err := h.peek.Decide(ctx, enforce.Ask{Caller: visible, Route: req.Route, Peek: true, AllRoutes: req.Route == ""})
+		d := o.Decision
 		if err != nil {
 			h.log.WarnContext(ctx, "keys verify: peek failed", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "Rate-limit state cannot be read right now; retry shortly.", 1)

@@ -98,7 +98,7 @@ func newFixture(t *testing.T, store enforce.Store, opts Options) *fixture {
 		t.Fatal(errs)
 	}
 	f := &fixture{t: t, store: store, caller: caller, secret: secret, token: token, v: v, plan: pl, devID: dev.ID, keyID: k.ID, holder: holder}
-	f.handler = New(holder, store, store, repo, opts)
+	f.handler = New(holder, enforce.NewEngine(store, enforce.EngineOptions{}), store, repo, opts)
 	mux := http.NewServeMux()
 	mux.Handle(Path, f.handler)
 	mux.Handle(OpenAPIPath, OpenAPI())
