@@ -70,7 +70,7 @@ func TestLiveCountersAndHistoryAgree(t *testing.T) {
 	close(release)
 	codes[<-held]++
 	entered <- struct{}{} // later requests do not block
-	for range 10 { // 7 more fit the plan's 8; 3 are refused by the rate tier
+	for range 10 {        // 7 more fit the plan's 8; 3 are refused by the rate tier
 		codes[do()]++
 	}
 	if codes[http.StatusOK] != 8 || codes[http.StatusTooManyRequests] != 6 {
