@@ -114,6 +114,10 @@ type ShadowRejection struct {
 type Middleware struct {
 	store    enforce.Store
 	engine   *enforce.Engine
+	// decider is the engine the embedded path asks: the same store, but
+	// it returns a store's failure so that storeFailed answers it (and
+	// logs why) in the middleware's failure mode.
+	decider *enforce.Engine
 	into     enforce.LayersAllower // store, when it can decide into a given slice
 	resolver enforce.Resolver
 	trusted  []netip.Prefix
@@ -171,6 +175,7 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 	m.tally = enforce.TallyOf(store)
 	m.stamped = enforce.StampsDecisions(store)
 	m.engine = enforce.NewEngine(store, enforce.EngineOptions{FailureMode: opts.FailureMode, SlotLease: opts.SlotLease})
+	m.decider = enforce.NewEngine(store, enforce.EngineOptions{FailureMode: enforce.FailClosed, SlotLease: opts.SlotLease})
 	m.lease = cmp.Or(opts.SlotLease, enforce.DefaultSlotLease)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -189,7 +194,7 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 // with way_in name (a WayIn constant; any other value is labelled
 // "other"), so that each way in of one portal is told apart on /metrics.
 func (m *Middleware) WayIn(name string) *Middleware {
-	return &Middleware{store: m.store, engine: m.engine, into: m.into, resolver: m.resolver, trusted: m.trusted,
+	return &Middleware{store: m.store, engine: m.engine, decider: m.decider, into: m.into, resolver: m.resolver, trusted: m.trusted,
 		log: m.log, failOpen: m.failOpen, maxWait: m.maxWait, now: m.now, stamped: m.stamped, epoch: m.epoch,
 		metrics: m.metrics.forWayIn(name), shadow: m.shadow, record: m.record, slots: m.slots, lease: m.lease,
 		tally: m.tally, reqlog: m.reqlog, settled: m.settled, tracer: m.tracer, wayIn: wayInName(name)}
@@ -412,12 +417,12 @@ func (m *Middleware) countShadow(caller enforce.Caller, d enforce.Decision) {
 }
 
 // allow decides req, into layers (the request state's own) when the store
-// can.
+// can, through the engine's Decide as every way in does; req's limits are
+// already the route's (Applicable keeps them as they are).
 func (m *Middleware) allow(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
-	if m.into != nil {
-		return m.into.AllowInto(ctx, req, layers)
-	}
-	return m.store.Allow(ctx, req)
+	caller := enforce.Caller{Subject: req.Subject, Key: req.Key, Limits: req.Limits, Anchor: req.Anchor}
+	out, err := m.decider.DecideInto(ctx, enforce.Ask{Caller: caller, Route: req.Route}, layers)
+	return out.Decision, err
 }
 
 // decidedAt is the instant d's ResetAfter counts from: the store's own
