@@ -100,8 +100,7 @@ func remainingShare(l *LayerResult) float64 {
 // store's clock reading (Decision.At): true for a store that says so with a
 // StampsDecisions method (the memory and Redis stores, failover over two
 // such stores) and for one wrapping such a store that exposes it with
-// Unwrap. A way in then reads no clock of its own per decision (a clock
-// read is 63 ns on the benchmark VM).
+// Unwrap. A way in then reads no clock of its own per decision.
 func StampsDecisions(store Store) bool {
 	switch s := store.(type) {
 	case interface{ StampsDecisions() bool }:

@@ -10,15 +10,9 @@
 // the read starts, and the aborted read never reaches the kernel. One that
 // waits (a decision sent to Redis in a pipeline, about 50 us on localhost)
 // lets it start: a read system call that finds nothing, a wait in the
-// network poller and a wake-up on the abort. What waiting instead buys, on
-// a 2-core AMD EPYC at load 2 to 4 (2026-12-03): the portal's CPU per
-// request on the Redis-limited route, against the same portal without it
-// in alternating rounds (scripts/bench.sh BASELINE=...), 0.92x as the
-// median of seven such comparisons (0.82 - 1.01, four runs of 3 to 7
-// rounds, anonymous and keyed callers), the unlimited route's 0.99x; the
-// background read itself 1.9 us of CPU per request in a profile, against
-// 4.9 before. In-process, where syscalls are cheaper to the caches, 0.96 -
-// 1.00x (BenchmarkWaitingHandler).
+// network poller and a wake-up on the abort. Waiting instead saves the
+// Redis-limited route 8 % of the portal's CPU per request (docs/benchmarks.md,
+// "The portal's listener without the background read's system call").
 //
 // Here the background read first waits, without a system call, for the
 // abort or for one to two ticks of a shared ticker (every Listener.Every),

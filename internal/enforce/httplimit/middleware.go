@@ -112,12 +112,12 @@ type ShadowRejection struct {
 // Middleware enforces each caller's limits on the routes it wraps. One
 // Middleware serves any number of routes and goroutines.
 type Middleware struct {
-	store    enforce.Store
-	engine   *enforce.Engine
+	store  enforce.Store
+	engine *enforce.Engine
 	// decider is the engine the embedded path asks: the same store, but
 	// it returns a store's failure so that storeFailed answers it (and
 	// logs why) in the middleware's failure mode.
-	decider *enforce.Engine
+	decider  *enforce.Engine
 	into     enforce.LayersAllower // store, when it can decide into a given slice
 	resolver enforce.Resolver
 	trusted  []netip.Prefix

@@ -125,17 +125,10 @@ type memShard struct {
 // subject's hash. A lookup reads one line of the table: its bucket's tags
 // (a byte of each subject's hash) and the pointer whose tag matches. At
 // most half of the entries are used, so a bucket is seldom full and a
-// probe seldom goes on to the next.
-//
-// Against a table of 16-byte slots (a subject's whole hash and its
-// pointer), at most half full too, this halves the table's memory (2 MB
-// instead of 4 MB for BenchmarkMemoryInterleaved's 100,000 subjects): the
-// table's line is the first cache miss of a decision over many subjects,
-// and the table and the states together were 17 MB touched per pass
-// against x/time/rate's 11.5 MB, on an L3 shared with other processes. The
-// slots let fill to seven eighths (2 MB, longer probes) already took that
-// benchmark from 1.38 to 1.19x x/time/rate's time (medians of seven
-// alternating runs, 2026-12-03), at the cost of the hot key's probe.
+// probe seldom goes on to the next. Tags instead of whole hashes halve the
+// table (2 MB for 100,000 subjects), whose line is a decision's first cache
+// miss over many subjects (docs/benchmarks.md, "Probes, memory per subject
+// and locking").
 type subjectTable struct {
 	mask    uint64
 	buckets []subjectBucket
@@ -213,23 +206,15 @@ func newSubjectTable(buckets int) *subjectTable {
 // bytes, so the allocator's 128-byte size class lays each one on exactly two
 // cache lines, holding the state of one limit and the latest usage entry,
 // which is all a decision on a one-limit plan reads or writes. Its other
-// limits and older usage entries are in extra. (336 bytes before, with two
-// limits and a slice of usage series inline: BenchmarkMemoryBytesPerSubject
-// went from 491 to 162 bytes a subject, see memory_bench_test.go.) When its
-// limits no longer hold state and its usage is past UsageRetention, nothing
-// of the subject matters (see expiry).
+// limits and older usage entries are in extra (162 bytes a subject in all,
+// BenchmarkMemoryBytesPerSubject). When its limits no longer hold state and
+// its usage is past UsageRetention, nothing of the subject matters (see
+// expiry).
 //
 // The first cache line holds everything a decision writes (the lock, last,
 // the latest usage entry, the first limit's counter), the second what it
-// only reads, unless a limit is exhausted (guard) or the subject gains a
-// limit or its extra: a decision on a subject that other cores decide on
-// too then takes one line from them, not two, and the read-only line stays
-// shared in every core's cache. Against the layout before (lock and
-// subject on the first line, counter and usage entry on the second), the
-// hot key in parallel went from 1.11 to 1.05x x/time/rate's time (medians
-// of 29 alternating runs, BenchmarkMemoryInterleavedParallel, 2026-12-03:
-// about the noise between sets of runs; see memory_bench_test.go).
-// TestSubjectStateLayout holds the layout.
+// only reads, so a subject decided on by several cores moves one line
+// between them, not two. TestSubjectStateLayout holds the layout.
 type subjectState struct {
 	// The written line.
 	mu   sync.Mutex

@@ -74,23 +74,10 @@ type Options struct {
 	// MaxBatch caps the decisions sent in one batch, one script call on a
 	// single Redis (default 128).
 	MaxBatch int
-	// Pipelines is how many batches may be in flight at once (default 2).
-	// A second pipeline sends what arrives while a batch is in flight at
-	// once instead of after its round trip: through a proxy delaying each
-	// way (250 us asked, its sleeps ran late: round trips of a millisecond
-	// or more), requests arriving at random at 2,000 and 10,000 a second
-	// waited 27 % less at the median than with one (2.8 against 3.9 ms, 3.2
-	// against 4.5; medians of three runs). What it costs is script calls:
-	// in the portal on one local Redis (scripts/bench.sh) one pipeline
-	// decided 22 requests per call against 12 - 13 with two, and Redis
-	// spent about 6 us of CPU per request against 7 - 10, yet the portal's
-	// req/s did not move (0.96x anonymous, 1.04x with a key, medians of 5
-	// interleaved rounds) nor its own CPU per request. 64 callers over
-	// 1,000 subjects ran at the same rate either way within the noise
-	// (BenchmarkRedisStore; one pipeline used to leave Redis idle while the
-	// client read each reply, 20 % fewer decisions/s, before the pipeline
-	// read its replies itself), and 4 or 8 cut the batches smaller for no
-	// gain. 2026-12-03, 2-core AMD EPYC VM, load average 2 - 5.
+	// Pipelines is how many batches may be in flight at once (default 2):
+	// a second one sends what arrives during a batch's round trip at once,
+	// which cuts the median wait behind a distant Redis by about a quarter
+	// (docs/benchmarks.md, "Pipelines").
 	Pipelines int
 	// QueueSize is how many decisions may wait for a pipeline (default 4096).
 	QueueSize int
