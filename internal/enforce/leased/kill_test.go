@@ -27,7 +27,9 @@ func TestLeaseHolderProcess(t *testing.T) {
 	if prefix == "" {
 		t.Skip("run by TestKilledInstanceStrandsAtMostItsLease")
 	}
-	s := instance(t, prefix, 2)
+	// The parent's Redis (a miniredis of its own when the tests run
+	// without one is not this process's).
+	s := instanceAt(t, os.Getenv("SLUICE_LEASE_HOLDER_REDIS"), prefix, 2)
 	req := enforce.Request{Subject: "dev:killed", Limits: []enforce.Limit{killLimit}}
 	for i := 1; ; i++ {
 		d, err := s.Allow(context.Background(), req)
@@ -116,7 +118,7 @@ func TestKilledInstanceStrandsAtMostItsLease(t *testing.T) {
 func holdAndKill(t *testing.T, prefix string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseHolderProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SLUICE_LEASE_HOLDER_PREFIX="+prefix)
+	cmd.Env = append(os.Environ(), "SLUICE_LEASE_HOLDER_PREFIX="+prefix, "SLUICE_LEASE_HOLDER_REDIS="+testenv.RedisURL(t))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

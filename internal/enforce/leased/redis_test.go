@@ -24,11 +24,17 @@ func instance(t *testing.T, prefix string, instances int) *leased.Store {
 
 func instanceB(t testing.TB, prefix string, instances ...int) *leased.Store {
 	t.Helper()
+	return instanceAt(t, testenv.RedisURL(t), prefix, instances...)
+}
+
+// instanceAt is an instance on the Redis at url.
+func instanceAt(t testing.TB, url, prefix string, instances ...int) *leased.Store {
+	t.Helper()
 	n := 1
 	if len(instances) > 0 {
 		n = instances[0]
 	}
-	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	opts, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
 	}
