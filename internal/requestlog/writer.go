@@ -201,8 +201,9 @@ func (w *Writer) Log(e Entry) {
 		return
 	}
 	w.buf = append(w.buf, e)
+	half := n+1 == cap(w.buf)/2 // read under the lock: Run swaps the buffer
 	w.mu.Unlock()
-	if n+1 == cap(w.buf)/2 {
+	if half {
 		select {
 		case w.wake <- struct{}{}:
 		default:
