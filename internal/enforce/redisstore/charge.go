@@ -19,26 +19,11 @@ func (s *Store) Charge(ctx context.Context, req enforce.Request) error {
 	if err := enforce.ValidateRequest(req); err != nil {
 		return err
 	}
-	// The arguments are looked up with the cost cleared, so the cache
-	// holds one entry per limit whatever the costs charged.
-	norm := req
-	norm.Limits = make([]enforce.Limit, len(req.Limits))
-	for i, l := range req.Limits {
-		l.Cost = 0
-		norm.Limits[i] = l
-	}
-	call, err := s.prepare(norm, true, s.clock())
+	call, err := s.prepareAtCost(req)
 	if err != nil {
 		return err
 	}
 	call.mode = "f"
-	for i := range call.limits {
-		// A copy with the charged cost, never cached: one argument set
-		// per distinct cost would crowd the decisions' own out.
-		la := *call.limits[i]
-		la.args[5] = costOf(req.Limits[i])
-		call.limits[i] = &la
-	}
 	if err := s.do(ctx, call); err != nil {
 		return err
 	}
@@ -48,6 +33,30 @@ func (s *Store) Charge(ctx context.Context, req enforce.Request) error {
 		return fmt.Errorf("rate-limit script: reply of %d values for %d limits", n, len(req.Limits))
 	}
 	return nil
+}
+
+// prepareAtCost is prepare for a call that consumes req's limits at costs
+// that vary call by call (a charge, a lease): the arguments are looked up
+// with the cost cleared, so the cache holds one entry per limit, and each
+// limit gets a copy carrying its cost, never cached (one argument set per
+// distinct cost would crowd the decisions' own out).
+func (s *Store) prepareAtCost(req enforce.Request) (*redisCall, error) {
+	norm := req
+	norm.Limits = make([]enforce.Limit, len(req.Limits))
+	for i, l := range req.Limits {
+		l.Cost = 0
+		norm.Limits[i] = l
+	}
+	call, err := s.prepare(norm, true, s.clock())
+	if err != nil {
+		return nil, err
+	}
+	for i := range call.limits {
+		la := *call.limits[i]
+		la.args[5] = costOf(req.Limits[i])
+		call.limits[i] = &la
+	}
+	return call, nil
 }
 
 // costOf is l's cost with the default applied.

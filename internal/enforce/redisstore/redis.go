@@ -473,9 +473,32 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool, l
 	if err := s.do(ctx, call); err != nil {
 		return enforce.Decision{}, err
 	}
-	reply := call.reply
-	if len(reply) != 3+4*len(req.Limits) {
+	d, err := decisionOf(call.reply, req, layers)
+	if err != nil {
 		s.putCall(call)
+		return enforce.Decision{}, err
+	}
+	if consume && s.usage {
+		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed, req.Key != "")
+	}
+	s.putCall(call)
+	if cached && !d.Allowed {
+		// Counted from before the request was sent, which is no later than
+		// the script's now: the rejection is forgotten no later than the
+		// instant an admission becomes possible, whatever the reply's
+		// latency or the hosts' clock skew.
+		s.negative.put(negKey, req.Limits, d, clock)
+	}
+	s.metrics.Count(d.Allowed)
+	return d, nil
+}
+
+// decisionOf reads one request's reply of the decision script ({allowed,
+// delay, now, then per limit: allowed, remaining, reset, retry}) into a
+// Decision for req, its layers in layers' backing array when it is large
+// enough.
+func decisionOf(reply []int64, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
+	if len(reply) != 3+4*len(req.Limits) {
 		return enforce.Decision{}, fmt.Errorf("rate-limit script: reply of %d values for %d limits", len(reply), len(req.Limits))
 	}
 	if cap(layers) < len(req.Limits) {
@@ -495,18 +518,6 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, consume bool, l
 			d.Layers[i].Period = enforce.Micros(e - s)
 		}
 	}
-	if consume && s.usage {
-		s.tally.add(req.Subject, req.Route, call.bucket, d.Allowed, req.Key != "")
-	}
-	s.putCall(call)
-	if cached && !d.Allowed {
-		// Counted from before the request was sent, which is no later than
-		// the script's now: the rejection is forgotten no later than the
-		// instant an admission becomes possible, whatever the reply's
-		// latency or the hosts' clock skew.
-		s.negative.put(negKey, req.Limits, d, clock)
-	}
-	s.metrics.Count(d.Allowed)
 	return d, nil
 }
 

@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
 )
@@ -21,40 +19,16 @@ func (s *Store) Take(ctx context.Context, req enforce.Request) (enforce.Decision
 	if refused := s.refused.Load(); refused != nil {
 		return enforce.Decision{}, *refused
 	}
-	norm := req
-	norm.Limits = make([]enforce.Limit, len(req.Limits))
-	for i, l := range req.Limits {
-		l.Cost = 0
-		norm.Limits[i] = l
-	}
-	call, err := s.prepare(norm, true, s.clock())
+	call, err := s.prepareAtCost(req)
 	if err != nil {
 		return enforce.Decision{}, err
-	}
-	for i := range call.limits {
-		la := *call.limits[i]
-		la.args[5] = costOf(req.Limits[i])
-		call.limits[i] = &la
 	}
 	if err := s.do(ctx, call); err != nil {
 		return enforce.Decision{}, err
 	}
-	reply := call.reply
-	if len(reply) != 3+4*len(req.Limits) {
-		s.putCall(call)
-		return enforce.Decision{}, fmt.Errorf("rate-limit script: reply of %d values for %d limits", len(reply), len(req.Limits))
-	}
-	d := enforce.Decision{
-		Allowed: reply[0] == 1,
-		At:      time.UnixMicro(reply[2]),
-		Layers:  make([]enforce.LayerResult, len(req.Limits)),
-	}
-	for i, l := range req.Limits {
-		r := reply[3+4*i:]
-		d.Layers[i] = enforce.LayerOut{Allowed: r[0] == 1, Remaining: r[1], Reset: r[2], Retry: r[3]}.Result(l)
-	}
+	d, err := decisionOf(call.reply, req, nil)
 	s.putCall(call)
-	return d, nil
+	return d, err
 }
 
 // Tally counts a decision made elsewhere from this store's budget (a
