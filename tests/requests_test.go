@@ -48,8 +48,11 @@ func TestRequestLogInTheBrowser(t *testing.T) {
 
 	dev := browser(t, 90*time.Second)
 	signIn(t, dev, p.URL, devEmail)
+	// The menu leads there; the page is then loaded whole, so no swap of
+	// the menu's navigation can replace the form under the steps below.
 	do(t, dev, "open my requests",
-		chromedp.Click(tid("nav-app-requests")),
+		chromedp.WaitVisible(`[data-testid="nav-app-requests"][href="/app/requests"]`),
+		chromedp.Navigate(p.URL+"/app/requests"),
 		chromedp.WaitVisible(tid("requests-table")),
 		chromedp.SetValue(tid("requests-outcome"), "rejected"),
 		chromedp.Click(tid("requests-show")),
