@@ -51,6 +51,9 @@
 #       on PORTAL_DEBUG_ADDR), kept with the binary and wrk's output (its
 #       request count, to turn samples into time per request) in
 #       $TMPDIR/sluice-bench-STORE-CONTENDER/
+#   PROFILE=key PROFILE_STORES="leased memory" STORES="leased memory" scripts/bench.sh
+#       profiles of each of those stores' portals, one after the other,
+#       to compare with go tool pprof -diff_base
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
@@ -60,6 +63,7 @@ THREADS=${THREADS:-2}
 STORES=${STORES:-"redis memory"}
 CONTENDERS=${CONTENDERS:-"anon anon-off key key-off"}
 PROFILE=${PROFILE:-}
+PROFILE_STORES=${PROFILE_STORES:-${STORES%% *}}
 BASELINE=${BASELINE:-}
 BENCH_DATABASE_URL=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 
@@ -284,8 +288,8 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 
-for c in $PROFILE; do
-	store=${STORES%% *}
+for profiled in $PROFILE_STORES; do for c in $PROFILE; do
+	store=$profiled
 	url="http://127.0.0.1:${port[$store]}/api/items/1"
 	hdr=()
 	case "$c" in
@@ -309,7 +313,7 @@ for c in $PROFILE; do
 	echo "profiles of the $store portal under $c in $dir ($(awk '/requests in/ { print $1 }' "$dir/wrk.out") requests in wrk's 12 s):"
 	echo "  go tool pprof -top $dir/portal $dir/cpu.pprof"
 	echo "  go tool pprof -top -sample_index=alloc_space $dir/portal $dir/allocs.pprof"
-done
+done; done
 
 echo "load:   $(load) at end"
 echo
