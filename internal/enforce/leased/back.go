@@ -103,22 +103,18 @@ const idleFor = time.Minute
 // sweep retires the leases that expired with units left, so that a
 // subject that stopped calling does not keep its units from the others.
 func (s *Store) sweep(now time.Time) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, e := range sh.m {
-			if !e.mu.TryLock() {
-				continue
-			}
-			if !now.Before(e.expires) {
-				s.retire(e)
-				if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
-					e.dead = true
-					delete(sh.m, k)
-				}
-			}
-			e.mu.Unlock()
+	for k, v := range s.leases.Range {
+		e := v.(*lease)
+		if !e.mu.TryLock() {
+			continue
 		}
-		sh.mu.Unlock()
+		if !now.Before(e.expires) {
+			s.retire(e)
+			if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
+				e.dead = true
+				s.leases.CompareAndDelete(k, e)
+			}
+		}
+		e.mu.Unlock()
 	}
 }

@@ -3,7 +3,6 @@ package leased
 import (
 	"context"
 	"errors"
-	"hash/maphash"
 	"sync"
 	"time"
 
@@ -14,11 +13,6 @@ import (
 // for a PerKey limit.
 type leaseKey struct {
 	subject, scope, name string
-}
-
-type shard struct {
-	mu sync.Mutex
-	m  map[leaseKey]*lease
 }
 
 // lease is the part of one limit's budget this instance holds.
@@ -70,8 +64,6 @@ type reservation struct {
 	units   int64
 }
 
-var seed = maphash.MakeSeed()
-
 // entry returns the lease of req's limit i, made when missing.
 func (s *Store) entry(req enforce.Request, i int) *lease {
 	l := &req.Limits[i]
@@ -79,20 +71,11 @@ func (s *Store) entry(req enforce.Request, i int) *lease {
 	if l.PerKey {
 		k.scope = req.Key
 	}
-	var h maphash.Hash
-	h.SetSeed(seed)
-	h.WriteString(k.subject)
-	h.WriteString(k.scope)
-	h.WriteString(k.name)
-	sh := &s.shards[h.Sum64()%uint64(len(s.shards))]
-	sh.mu.Lock()
-	e := sh.m[k]
-	if e == nil {
-		e = &lease{key: k, subKey: req.Key}
-		sh.m[k] = e
+	if e, ok := s.leases.Load(k); ok {
+		return e.(*lease)
 	}
-	sh.mu.Unlock()
-	return e
+	e, _ := s.leases.LoadOrStore(k, &lease{key: k, subKey: req.Key})
+	return e.(*lease)
 }
 
 // held is what this instance holds of req's limit i now.

@@ -44,10 +44,11 @@ type Taker interface {
 	enforce.Refunder
 }
 
-// Tallier counts a decision made here in the shared store's usage
-// statistics (redisstore.Store.Tally); optional.
+// Tallier counts a decision made here at the instant at (this instance's
+// clock) in the shared store's usage statistics (redisstore.Store.TallyAt);
+// optional.
 type Tallier interface {
-	Tally(req enforce.Request, allowed bool)
+	TallyAt(req enforce.Request, allowed bool, at time.Time)
 }
 
 // Options configures New.
@@ -75,7 +76,11 @@ type Store struct {
 	now       func() time.Time
 	log       *slog.Logger
 
-	shards [64]shard
+	// leases holds every lease by its leaseKey. A hot subject's leases
+	// are read by every request on every core: sync.Map reads them without
+	// a lock, where a mutex per shard was one more cache line all the
+	// cores wrote per layer.
+	leases sync.Map // leaseKey -> *lease
 
 	// down is when the taker may be tried again after it failed (unix ns).
 	down atomic.Int64
@@ -157,9 +162,6 @@ func New(inner enforce.Store, taker Taker, opts Options) *Store {
 	}
 	s.into, _ = inner.(enforce.LayersAllower)
 	s.tally, _ = taker.(Tallier)
-	for i := range s.shards {
-		s.shards[i].m = make(map[leaseKey]*lease)
-	}
 	go s.run()
 	return s
 }
@@ -183,15 +185,11 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) close() {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for _, e := range sh.m {
-			e.mu.Lock()
-			s.retire(e)
-			e.mu.Unlock()
-		}
-		sh.mu.Unlock()
+	for _, v := range s.leases.Range {
+		e := v.(*lease)
+		e.mu.Lock()
+		s.retire(e)
+		e.mu.Unlock()
 	}
 	close(s.stop)
 	<-s.done
