@@ -62,7 +62,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 	}
 	if rejected {
 		release()
-		return s.refuse(ctx, req, layers, exact, local, leaseAt)
+		return s.refuse(ctx, req, layers, exact, local, leaseAt, now)
 	}
 
 	var localReq enforce.Request
@@ -81,7 +81,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 		}
 		if !d.Allowed {
 			release()
-			return s.refuse(ctx, req, layers, exact, nil, leaseAt)
+			return s.refuse(ctx, req, layers, exact, nil, leaseAt, now)
 		}
 		localAt = d.At
 	}
@@ -110,7 +110,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 		}
 		out.At, out.Delay, out.Local, out.RegionShare = d.At, d.Delay, d.Local, d.RegionShare
 	} else if s.tally != nil {
-		s.tally.Tally(req, true)
+		s.tally.TallyAt(req, true, now)
 	}
 	out.Allowed, out.Layers = true, layers
 	s.stats.Admitted.Add(1)
@@ -119,11 +119,11 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 
 // refuse completes a rejected request's layers: the exact ones and the
 // local ones not yet decided are peeked, so the answer shows every layer
-// and nothing is consumed.
-func (s *Store) refuse(ctx context.Context, req enforce.Request, layers []enforce.LayerResult, exact, local []int, at time.Time) (enforce.Decision, error) {
+// and nothing is consumed. now is the instance's clock at the decision.
+func (s *Store) refuse(ctx context.Context, req enforce.Request, layers []enforce.LayerResult, exact, local []int, at, now time.Time) (enforce.Decision, error) {
 	out := enforce.Decision{Layers: layers, At: at}
 	if at.IsZero() {
-		out.At = s.now()
+		out.At = now
 	}
 	if len(exact) > 0 {
 		d, err := s.inner.Peek(ctx, subset(req, exact, false, 0))
@@ -147,7 +147,7 @@ func (s *Store) refuse(ctx context.Context, req enforce.Request, layers []enforc
 		}
 	}
 	if s.tally != nil {
-		s.tally.Tally(req, false)
+		s.tally.TallyAt(req, false, now)
 	}
 	return out, nil
 }

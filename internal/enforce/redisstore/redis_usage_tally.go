@@ -18,6 +18,12 @@ import (
 type usageTally struct {
 	mu      sync.Mutex
 	pending map[usageTallyKey]usageCounts
+	// last and lastN are the latest decision's key and its counts so far,
+	// not yet in pending: a busy subject's decisions come in runs, and a run
+	// costs one comparison per decision instead of hashing its key into the
+	// map (the lease store's decisions are all counted here).
+	last  usageTallyKey
+	lastN usageCounts
 }
 
 type usageTallyKey struct {
@@ -32,31 +38,49 @@ type usageCounts struct {
 	keyed bool
 }
 
+func (c *usageCounts) empty() bool { return c.admitted == 0 && c.rejected == 0 }
+
 // maxPendingUsage bounds the counts kept while Redis cannot take them; past
 // it, a failed flush's counts are dropped rather than memory grown.
 const maxPendingUsage = 100_000
 
 func (u *usageTally) add(subject, route string, bucket int64, allowed, keyed bool) {
-	k := usageTallyKey{subject, route, bucket}
 	u.mu.Lock()
-	if u.pending == nil {
-		u.pending = make(map[usageTallyKey]usageCounts)
+	if u.lastN.empty() || u.last.bucket != bucket || u.last.subject != subject || u.last.route != route {
+		u.settle()
+		u.last = usageTallyKey{subject, route, bucket}
 	}
-	c := u.pending[k]
+	c := &u.lastN
 	c.keyed = c.keyed || keyed
 	if allowed {
 		c.admitted++
 	} else {
 		c.rejected++
 	}
-	u.pending[k] = c
 	u.mu.Unlock()
+}
+
+// settle moves the latest run's counts into pending; u.mu is held.
+func (u *usageTally) settle() {
+	if u.lastN.empty() {
+		return
+	}
+	if u.pending == nil {
+		u.pending = make(map[usageTallyKey]usageCounts)
+	}
+	c := u.pending[u.last]
+	c.admitted += u.lastN.admitted
+	c.rejected += u.lastN.rejected
+	c.keyed = c.keyed || u.lastN.keyed
+	u.pending[u.last] = c
+	u.last, u.lastN = usageTallyKey{}, usageCounts{}
 }
 
 // take returns the pending counts and starts afresh.
 func (u *usageTally) take() map[usageTallyKey]usageCounts {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.settle()
 	p := u.pending
 	u.pending = nil
 	return p

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
 )
@@ -35,8 +36,15 @@ func (s *Store) Take(ctx context.Context, req enforce.Request) (enforce.Decision
 // leased or local one) in the usage statistics and decision metrics, as
 // Allow counts its own.
 func (s *Store) Tally(req enforce.Request, allowed bool) {
+	s.TallyAt(req, allowed, s.clock())
+}
+
+// TallyAt is Tally for a decision made at the instant at, for a caller
+// that has read the clock already (a lease store decides from memory, and
+// a clock reading is a good part of what such a decision costs).
+func (s *Store) TallyAt(req enforce.Request, allowed bool, at time.Time) {
 	if s.usage {
-		s.tally.add(req.Subject, req.Route, enforce.UsageBucketStart(s.clock().Unix()), allowed, req.Key != "")
+		s.tally.add(req.Subject, req.Route, enforce.UsageBucketStart(at.Unix()), allowed, req.Key != "")
 	}
 	s.metrics.Count(allowed)
 }
