@@ -103,18 +103,36 @@ const idleFor = time.Minute
 // sweep retires the leases that expired with units left, so that a
 // subject that stopped calling does not keep its units from the others.
 func (s *Store) sweep(now time.Time) {
-	for k, v := range s.leases.Range {
-		e := v.(*lease)
-		if !e.mu.TryLock() {
-			continue
+	for subject, v := range s.leases.Range {
+		sl := v.(*subjectLeases)
+		sl.mu.Lock()
+		var list, kept []*lease
+		if p := sl.list.Load(); p != nil {
+			list = *p
 		}
-		if !now.Before(e.expires) {
-			s.retire(e)
-			if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
-				e.dead = true
-				s.leases.CompareAndDelete(k, e)
+		for _, e := range list {
+			if !e.mu.TryLock() {
+				kept = append(kept, e)
+				continue
 			}
+			if !now.Before(e.expires) {
+				s.retire(e)
+				if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
+					e.dead = true
+				}
+			}
+			if !e.dead {
+				kept = append(kept, e)
+			}
+			e.mu.Unlock()
 		}
-		e.mu.Unlock()
+		if len(kept) != len(list) {
+			sl.list.Store(&kept)
+		}
+		if len(kept) == 0 {
+			sl.dead = true
+			s.leases.CompareAndDelete(subject, sl)
+		}
+		sl.mu.Unlock()
 	}
 }

@@ -26,6 +26,7 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 	}
 	rejected := false
 	var leaseAt time.Time // the shared store's clock, as the first lease tells it
+	var sl *subjectLeases // the subject's leases, looked up once
 	for i := range req.Limits {
 		switch req.Limits[i].Precision {
 		case enforce.PrecisionLocal:
@@ -41,7 +42,10 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 			exact = append(exact, i)
 			continue
 		}
-		lr, r, at, ok := s.reserve(ctx, req, i, now)
+		if sl == nil {
+			sl = s.subject(req.Subject)
+		}
+		lr, r, at, ok := s.reserve(ctx, req, i, sl, now)
 		if !ok {
 			// No lease could be taken: decided as exact, by the inner
 			// store and its failure mode.

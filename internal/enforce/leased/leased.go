@@ -76,11 +76,11 @@ type Store struct {
 	now       func() time.Time
 	log       *slog.Logger
 
-	// leases holds every lease by its leaseKey. A hot subject's leases
-	// are read by every request on every core: sync.Map reads them without
-	// a lock, where a mutex per shard was one more cache line all the
-	// cores wrote per layer.
-	leases sync.Map // leaseKey -> *lease
+	// leases holds every subject's leases. A hot subject's are read by
+	// every request on every core: sync.Map reads them without a lock,
+	// where a mutex per shard of the leases was one more cache line all
+	// the cores wrote per layer.
+	leases sync.Map // subject -> *subjectLeases
 
 	// down is when the taker may be tried again after it failed (unix ns).
 	down atomic.Int64
@@ -186,10 +186,16 @@ func (s *Store) Close() error {
 
 func (s *Store) close() {
 	for _, v := range s.leases.Range {
-		e := v.(*lease)
-		e.mu.Lock()
-		s.retire(e)
-		e.mu.Unlock()
+		sl := v.(*subjectLeases)
+		sl.mu.Lock()
+		if p := sl.list.Load(); p != nil {
+			for _, e := range *p {
+				e.mu.Lock()
+				s.retire(e)
+				e.mu.Unlock()
+			}
+		}
+		sl.mu.Unlock()
 	}
 	close(s.stop)
 	<-s.done
