@@ -45,7 +45,8 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 		if sl == nil {
 			sl = s.subject(req.Subject)
 		}
-		lr, r, at, ok := s.reserve(ctx, req, i, sl, now)
+		lr := &layers[i]
+		r, at, ok := s.reserve(ctx, &req, i, sl, now, lr)
 		if !ok {
 			// No lease could be taken: decided as exact, by the inner
 			// store and its failure mode.
@@ -53,7 +54,6 @@ func (s *Store) decide(ctx context.Context, req enforce.Request, layers []enforc
 			exact = append(exact, i)
 			continue
 		}
-		layers[i] = lr
 		if leaseAt.IsZero() {
 			leaseAt = at
 		}

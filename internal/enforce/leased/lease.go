@@ -157,65 +157,66 @@ func (s *Store) held(req enforce.Request, i int, now time.Time) int64 {
 }
 
 // sameFigures reports whether a lease of a was taken under b's figures.
-func sameFigures(a, b enforce.Limit) bool {
+func sameFigures(a, b *enforce.Limit) bool {
 	return a.Algorithm == b.Algorithm && a.Limit == b.Limit && a.Window == b.Window && a.Burst == b.Burst && a.Mode == b.Mode && a.Name == b.Name
 }
 
 // reserve takes req's limit i's cost from its lease (in sl, the subject's
-// leases, when it is there), taking a new lease
-// from the shared store when this one is spent, expired or of other
-// figures (the limit was edited: the next lease follows the new limit).
-// ok is false when no lease could be taken (the store failed): the layer
-// is then decided as exact.
+// leases, when it is there), taking a new lease from the shared store
+// when this one is spent, expired or of other figures (the limit was
+// edited: the next lease follows the new limit), and writes the layer the
+// request sees into lr. ok is false when no lease could be taken (the
+// store failed): the layer is then decided as exact, and lr is left alone.
 //
 // at is the shared store's clock now, as the lease's grant (or refusal)
 // and this instance's clock since tell it: a request admitted from a lease
 // of a window is stamped inside that window.
-func (s *Store) reserve(ctx context.Context, req enforce.Request, i int, sl *subjectLeases, now time.Time) (lr enforce.LayerResult, r reservation, at time.Time, ok bool) {
-	l := req.Limits[i]
+func (s *Store) reserve(ctx context.Context, req *enforce.Request, i int, sl *subjectLeases, now time.Time, lr *enforce.LayerResult) (r reservation, at time.Time, ok bool) {
+	l := &req.Limits[i]
 	cost := max(l.Cost, 1)
-	e := s.entry(&req, i, sl)
+	e := s.entry(req, i, sl)
 	e.mu.Lock()
 	for e.dead {
 		e.mu.Unlock()
-		e = s.entry(&req, i, nil)
+		e = s.entry(req, i, nil)
 		e.mu.Lock()
 	}
 	defer e.mu.Unlock()
-	figures := l
-	figures.Cost = 0
-	if !sameFigures(e.limit, figures) {
+	if !sameFigures(&e.limit, l) {
 		s.retire(e)
-		e.limit, e.subKey = figures, req.Key
+		e.limit, e.subKey = *l, req.Key
+		e.limit.Cost = 0
 		e.size, e.since, e.taken, e.remaining = 0, time.Time{}, 0, 0
 		e.refusedUntil, e.resetAt, e.windowEnd = time.Time{}, time.Time{}, time.Time{}
 	}
 	e.anchor = req.Anchor
 	if e.units >= cost && now.Before(e.expires) {
 		e.units -= cost
-		return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, e.grantedAt(now), true
+		e.layer(lr, l, now)
+		return reservation{lease: e, granted: e.granted, units: cost}, e.grantedAt(now), true
 	}
 	if e.units >= cost && now.Before(e.windowEnd) && now.UnixNano() >= s.down.Load() {
 		// Expired within its window: its units count in the window
 		// whatever happens, so it lives on (a lease ends with its window).
-		e.expires = now.Add(enforce.LeaseTTL(l))
+		e.expires = now.Add(enforce.LeaseTTL(*l))
 		if e.windowEnd.Before(e.expires) {
 			e.expires = e.windowEnd
 		}
 		e.units -= cost
-		return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, e.grantedAt(now), true
+		e.layer(lr, l, now)
+		return reservation{lease: e, granted: e.granted, units: cost}, e.grantedAt(now), true
 	}
 	if now.Before(e.refusedUntil) {
-		lr := e.refused
-		lr.Limit, lr.RetryAfter = l, e.refusedUntil.Sub(now)
-		return lr, reservation{}, e.refusedAt.Add(now.Sub(e.refusedSince)), true
+		*lr = e.refused
+		lr.Limit, lr.RetryAfter = *l, e.refusedUntil.Sub(now)
+		return reservation{}, e.refusedAt.Add(now.Sub(e.refusedSince)), true
 	}
 	if now.UnixNano() < s.down.Load() {
-		return enforce.LayerResult{}, reservation{}, time.Time{}, false
+		return reservation{}, time.Time{}, false
 	}
 	// Spent or expired: what is left goes back, and a new lease is sized
 	// by the rate this one was spent at.
-	n := e.nextSize(l, s.instances, now)
+	n := e.nextSize(*l, s.instances, now)
 	if e.units > 0 {
 		// Given back before the next lease is taken, so that the store
 		// holds them when anyone asks next, this instance included.
@@ -227,20 +228,22 @@ func (s *Store) reserve(ctx context.Context, req enforce.Request, i int, sl *sub
 		}
 		e.units = 0
 	}
-	lr, got, at, err := s.take(ctx, req, i, n, now, e)
+	refused, got, at, err := s.take(ctx, *req, i, n, now, e)
 	if err != nil {
 		s.down.Store(now.Add(time.Second).UnixNano())
-		return enforce.LayerResult{}, reservation{}, time.Time{}, false
+		return reservation{}, time.Time{}, false
 	}
 	if got < cost {
 		// Refused even one request's cost: until its retry, asking again
 		// can only be answered by give-backs, which do not wait for us.
-		e.refused, e.refusedUntil = lr, now.Add(lr.RetryAfter)
+		e.refused, e.refusedUntil = refused, now.Add(refused.RetryAfter)
 		e.refusedAt, e.refusedSince = at, now
-		return lr, reservation{}, at, true
+		*lr = refused
+		return reservation{}, at, true
 	}
 	e.units = got - cost
-	return e.layer(l, now), reservation{lease: e, granted: e.granted, units: cost}, e.granted, true
+	e.layer(lr, l, now)
+	return reservation{lease: e, granted: e.granted, units: cost}, e.granted, true
 }
 
 // take leases up to n units of req's limit i into e, and returns the layer
@@ -323,10 +326,11 @@ func (e *lease) grantedAt(now time.Time) time.Time {
 	return e.granted.Add(now.Sub(e.since))
 }
 
-// layer is the leased layer as a request admitted from e sees it: what
-// the instance holds plus what the shared store had left at the grant.
-func (e *lease) layer(l enforce.Limit, now time.Time) enforce.LayerResult {
-	return enforce.LayerResult{Limit: l, Allowed: true, Remaining: e.units + e.remaining, ResetAfter: max(e.resetAt.Sub(now), 0)}
+// layer writes into lr the leased layer l as a request admitted from e
+// sees it: what the instance holds plus what the shared store had left at
+// the grant.
+func (e *lease) layer(lr *enforce.LayerResult, l *enforce.Limit, now time.Time) {
+	*lr = enforce.LayerResult{Limit: *l, Allowed: true, Remaining: e.units + e.remaining, ResetAfter: max(e.resetAt.Sub(now), 0)}
 }
 
 // release gives a refused request's units back to its lease, or to the
