@@ -53,7 +53,9 @@
 #       $TMPDIR/sluice-bench-STORE-CONTENDER/
 #   PROFILE=key PROFILE_STORES="leased memory" STORES="leased memory" scripts/bench.sh
 #       profiles of each of those stores' portals, one after the other,
-#       to compare with go tool pprof -diff_base
+#       to compare with go tool pprof -diff_base; TRACE=1 adds a 3 s
+#       execution trace of each (trace.out), whose sync profile is the time
+#       requests spent waiting on locks, as a lease's renewal makes them
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
@@ -64,6 +66,7 @@ STORES=${STORES:-"redis memory"}
 CONTENDERS=${CONTENDERS:-"anon anon-off key key-off"}
 PROFILE=${PROFILE:-}
 PROFILE_STORES=${PROFILE_STORES:-${STORES%% *}}
+TRACE=${TRACE:-}
 BASELINE=${BASELINE:-}
 BENCH_DATABASE_URL=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 
@@ -301,7 +304,7 @@ for profiled in $PROFILE_STORES; do for c in $PROFILE; do
 	esac
 	dir="${TMPDIR:-/tmp}/sluice-bench-$store-$c"
 	mkdir -p "$dir"
-	cp "$work/portal" "$dir/portal"
+	if [[ $store == *@* ]]; then cp "$work/portal-base" "$dir/portal"; else cp "$work/portal" "$dir/portal"; fi
 	wrk -t"$THREADS" -c"$CONNS" -d12s "${hdr[@]}" "$url" >"$dir/wrk.out" &
 	wrk_pid=$!
 	sleep 1
@@ -313,6 +316,14 @@ for profiled in $PROFILE_STORES; do for c in $PROFILE; do
 	echo "profiles of the $store portal under $c in $dir ($(awk '/requests in/ { print $1 }' "$dir/wrk.out") requests in wrk's 12 s):"
 	echo "  go tool pprof -top $dir/portal $dir/cpu.pprof"
 	echo "  go tool pprof -top -sample_index=alloc_space $dir/portal $dir/allocs.pprof"
+	if [ -n "$TRACE" ]; then
+		wrk -t"$THREADS" -c"$CONNS" -d5s "${hdr[@]}" "$url" >/dev/null &
+		wrk_pid=$!
+		sleep 1
+		curl -fsS -o "$dir/trace.out" "http://127.0.0.1:${debug_port[$store]}/debug/pprof/trace?seconds=3"
+		wait "$wrk_pid"
+		echo "  go tool trace -pprof=sync $dir/trace.out >$dir/sync.pprof  # time blocked on locks"
+	fi
 done; done
 
 echo "load:   $(load) at end"
