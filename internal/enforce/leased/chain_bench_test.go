@@ -35,13 +35,13 @@ func BenchmarkPortalChain(b *testing.B) {
 			{Name: "items", Route: "GET /api/items/{id}", Algorithm: enforce.TokenBucket, Limit: 1_000_000_000, Burst: 1_000_000_000, Window: time.Second, Precision: p},
 		}
 	}
-	run := func(b *testing.B, store enforce.LayersAllower, req enforce.Request) {
+	run := func(b *testing.B, store enforce.Store, req enforce.Request) {
 		rec := traffic.NewRecorder(traffic.NewMemorySink(), traffic.Options{})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = rec.Run(ctx) }()
 		defer func() { cancel(); <-done }()
-		chain := traffic.Wrap(store.(enforce.Store), rec)
+		chain := traffic.Wrap(store, rec)
 		b.SetParallelism(32) // wrk's 64 connections on two cores
 		b.ReportAllocs()
 		before := cpuTime(b)
