@@ -218,18 +218,10 @@ func (s *Store) reserve(ctx context.Context, req *enforce.Request, i int, sl *su
 	// by the rate this one was spent at.
 	n := e.nextSize(*l, s.instances, now)
 	if e.units > 0 {
+		// Given back before the next lease is taken, so that the store
+		// holds them when anyone asks next, this instance included.
 		g := s.backOf(e, e.units, e.granted)
-		if e.plenty(*l, s.instances) {
-			// The take does not need them (at the grant the store had
-			// room for every instance's lease without them): they go
-			// back through the worker, as the sweep's do, so the
-			// requests waiting on this lease wait for one round trip,
-			// not two.
-			s.queue(g)
-		} else if err := s.taker.Refund(ctx, g.req, g.at); err != nil && !errors.Is(err, enforce.ErrNotRefundable) {
-			// Short of budget: given back before the next lease is
-			// taken, so that the store holds them when anyone asks next,
-			// this instance included.
+		if err := s.taker.Refund(ctx, g.req, g.at); err != nil && !errors.Is(err, enforce.ErrNotRefundable) {
 			s.queue(g)
 		} else if err == nil {
 			s.stats.GivenBack.Add(e.units)
@@ -321,14 +313,6 @@ func (e *lease) nextSize(l enforce.Limit, instances int, now time.Time) int64 {
 		n = min(n, e.remaining/int64(2*instances))
 	}
 	return min(max(n, cost), most)
-}
-
-// plenty reports whether the shared store had, at e's grant, room for a
-// full lease for every instance besides e's units: then the next lease
-// does not depend on them going back first (nextSize shrinks leases
-// below that).
-func (e *lease) plenty(l enforce.Limit, instances int) bool {
-	return e.taken > 0 && e.remaining >= enforce.MaxLease(l, instances)*int64(instances)
 }
 
 // grantedAt is the shared store's clock now as the lease tells it: its
