@@ -236,12 +236,13 @@ type subjectState struct {
 	// The subject's name is kept on this line, so that telling the subject
 	// from another whose tag it shares reads no other memory: up to
 	// subjectInline bytes in inline (inlineLen of them), a longer name in
-	// a copy that long points to (inlineLen 0). A string holding the
-	// caller's bytes instead was an object of its own, allocated when the
-	// subject first came, so that every decision on a subject whose
-	// request carried its own string (a header's value, an address
-	// formatted anew) read one more line, a cache miss over 100,000
-	// subjects; and it kept whatever buffer the caller had cut it from.
+	// a copy that long points to (inlineLen 0). Keeping the caller's
+	// string instead would make the name an object of its own, allocated
+	// when the subject first came: every decision whose request carries a
+	// string of its own (a header's value, an address formatted anew) would
+	// read one more line to compare it, a cache miss over 100,000
+	// subjects, and the store would keep whatever buffer the caller cut
+	// it from.
 	inlineLen uint8
 	inline    [subjectInline]byte
 	long      *string
