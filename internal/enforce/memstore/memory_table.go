@@ -85,7 +85,7 @@ func (sh *memShard) probe(h uint64, subject string, compare bool) *subjectState 
 		bk := &t.buckets[b]
 		tags := bk.tags.Load()
 		for m := matching(tags, tag); m != 0; m &= m - 1 {
-			if sub := bk.subs[bits.TrailingZeros64(m)/8].Load(); sub != nil && (!compare || sub.subject == subject) {
+			if sub := bk.subs[bits.TrailingZeros64(m)/8].Load(); sub != nil && (!compare || sub.is(subject)) {
 				return sub
 			}
 		}
@@ -116,7 +116,7 @@ func (sh *memShard) add(h uint64, subject string, now, every, most int64, em *ev
 	if 2*(sh.used+1) > bucketEntries*len(t.buckets) {
 		t = sh.rebuild()
 	}
-	sub := &subjectState{subject: subject, last: sh.sweptAt}
+	sub := newSubjectState(subject, sh.sweptAt)
 	t.place(h, sub)
 	sh.used++
 	sh.live.Add(1)
@@ -136,7 +136,7 @@ func (sh *memShard) rebuild() *subjectTable {
 	for b := range old.buckets {
 		for i := range bucketEntries {
 			if sub := old.buckets[b].subs[i].Load(); sub != nil {
-				t.place(sh.hash(sub.subject), sub)
+				t.place(sh.hash(sub.subject()), sub)
 			}
 		}
 	}
