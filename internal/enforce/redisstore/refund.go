@@ -48,7 +48,9 @@ func (s *Store) Refund(ctx context.Context, req enforce.Request, at time.Time) e
 			la = la.scoped(req.Key)
 		}
 		code := p.Code()
-		args = append(args, la.field+"@"+la.args[6].(string), code, p.Cost, enforce.RefundID(&p, atUS, anchor), strconv.FormatFloat(p.Interval, 'g', -1, 64))
+		// The interval in plain digits: miniredis's tonumber reads no
+		// exponent in a number without a point ("6e+06").
+		args = append(args, la.field+"@"+la.args[6].(string), code, p.Cost, enforce.RefundID(&p, atUS, anchor), strconv.FormatFloat(p.Interval, 'f', -1, 64))
 	}
 	if len(args) > 1 {
 		ctx, cancel := context.WithTimeout(ctx, s.timeout)
