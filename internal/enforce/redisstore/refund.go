@@ -2,19 +2,12 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/internal/enforce"
 )
-
-//go:embed scripts/refund.lua
-var refundSource string
-
-var refundScript = redis.NewScript(refundSource)
 
 // Refund is memstore.Store.Refund on Redis, in one script call atomic with
 // decisions (scripts/refund.lua): each of req's limits gets its Cost units
