@@ -209,8 +209,10 @@ func (m *Middleware) WayIn(name string) *Middleware {
 // mode shaping traffic) waits before next runs, marked with
 // HeaderQueueDelay; a request whose context ends while waiting never reaches
 // next, and one whose wait would exceed MaxQueueWait is answered 429 at once.
-// Only leaky buckets queue: a queue-mode limit of another algorithm, or a
-// full leaky-bucket queue, answers 429 like reject mode.
+// A full queue-mode concurrency limit waits for a free slot, at most
+// MaxQueueWait, and says how long it waited in HeaderQueueDelay. Only those
+// two queue: a queue-mode limit of another algorithm, or a full
+// leaky-bucket queue, answers 429 like reject mode.
 //
 // Handlers read the caller and the decision with CallerFrom and DecisionFrom.
 //
