@@ -30,11 +30,13 @@ type Ask struct {
 	// verification API asked about no route); Route then only labels it.
 	AllRoutes bool
 	// QueueFor is the longest the ask may wait for a slot of its
-	// concurrency limits in ModeQueue; 0 does not wait. A refused ask
-	// whose every refusing slot queues asks for them again (see
-	// decideSlots) until it takes them or QueueFor has passed; the rate
-	// limits are decided once, after. Outcome.SlotWait says how long it
-	// waited. A way in sets it to how long it will hold its request open.
+	// concurrency limits in ModeQueue; 0 does not wait. An ask whose every
+	// refusing slot queues asks for them again, every 2 ms doubling to
+	// 50 ms (jittered), until it takes them or QueueFor has passed; the
+	// rate limits are decided once, after, and the usage series count the
+	// ask once. Outcome.SlotWait says how long it waited. A way in sets it
+	// to how long it will hold its request open; ctx ending stops the wait
+	// with ctx's error.
 	QueueFor time.Duration
 }
 
