@@ -101,7 +101,9 @@ func (s *Store) flush() {
 const idleFor = time.Minute
 
 // sweep retires the leases that expired with units left, so that a
-// subject that stopped calling does not keep its units from the others.
+// subject that stopped calling does not keep its units from the others;
+// a sliding log's lease, whose units cannot go back, is kept until its
+// entry leaves the log.
 func (s *Store) sweep(now time.Time) {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -110,7 +112,7 @@ func (s *Store) sweep(now time.Time) {
 			if !e.mu.TryLock() {
 				continue
 			}
-			if !now.Before(e.expires) {
+			if !now.Before(e.expires) && !(e.keeps() && now.Before(e.windowEnd)) {
 				s.retire(e)
 				if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
 					e.dead = true
