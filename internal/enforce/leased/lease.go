@@ -101,7 +101,7 @@ func (s *Store) held(req enforce.Request, i int, now time.Time) int64 {
 	e := s.entry(req, i)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if now.Before(e.expires) || (e.keeps() && now.Before(e.windowEnd)) {
+	if !e.expiredAt(now) {
 		return e.units
 	}
 	return 0
@@ -172,17 +172,9 @@ func (s *Store) reserve(ctx context.Context, req enforce.Request, i int, now tim
 	// Spent or expired: what is left goes back, and a new lease is sized
 	// by the rate this one was spent at.
 	n := e.nextSize(l, s.instances, now)
-	if e.units > 0 {
-		// Given back before the next lease is taken, so that the store
-		// holds them when anyone asks next, this instance included.
-		g := s.backOf(e, e.units, e.granted)
-		if err := s.taker.Refund(ctx, g.req, g.at); err != nil && !errors.Is(err, enforce.ErrNotRefundable) {
-			s.queue(g)
-		} else if err == nil {
-			s.stats.GivenBack.Add(e.units)
-		}
-		e.units = 0
-	}
+	// Given back before the next lease is taken, so that the store holds
+	// them when anyone asks next, this instance included.
+	s.returnNow(ctx, e)
 	lr, got, at, err := s.take(ctx, req, i, n, now, e)
 	if err != nil {
 		s.down.Store(now.Add(time.Second).UnixNano())
@@ -305,6 +297,26 @@ func (s *Store) release(r reservation) {
 		return
 	}
 	s.giveBack(e, r.units, r.granted)
+}
+
+// returnNow gives back what is left of e's lease and waits for the shared
+// store to have it, unless the store fails (then it is queued); e.mu is
+// held, so that no request here takes a new lease while these units are
+// on their way. It reports whether the store answered.
+func (s *Store) returnNow(ctx context.Context, e *lease) bool {
+	if e.units <= 0 {
+		return true
+	}
+	g := s.backOf(e, e.units, e.granted)
+	err := s.taker.Refund(ctx, g.req, g.at)
+	switch {
+	case err == nil:
+		s.stats.GivenBack.Add(e.units)
+	case !errors.Is(err, enforce.ErrNotRefundable):
+		s.queue(g)
+	}
+	e.units = 0
+	return err == nil || errors.Is(err, enforce.ErrNotRefundable)
 }
 
 // retire gives back what is left of e's lease; e.mu is held.
