@@ -217,7 +217,13 @@ func (c countingTaker) Refund(ctx context.Context, req enforce.Request, at time.
 // instance and its Redis store, whose Peek is Redis's own exact answer.
 func countedInstance(t *testing.T, prefix string, n int, now func() time.Time, g *ledger) (*leased.Store, *redisstore.Store) {
 	t.Helper()
-	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	return countedInstanceAt(t, testenv.RedisURL(t), prefix, n, now, g)
+}
+
+// countedInstanceAt is countedInstance on the Redis at url.
+func countedInstanceAt(t *testing.T, url, prefix string, n int, now func() time.Time, g *ledger) (*leased.Store, *redisstore.Store) {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
 	}
