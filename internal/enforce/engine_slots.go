@@ -95,7 +95,7 @@ func (e *Engine) acquireSlots(ctx context.Context, sreq Request, queueFor time.D
 			return nil, sd, 0, nil
 		}
 		wait := min(poll/2+rand.N(poll/2+1), deadline.Sub(now))
-		if !sleep(ctx, wait) {
+		if !Sleep(ctx, wait) {
 			return nil, Decision{}, 0, ctx.Err()
 		}
 		poll = min(poll*2, slotPollMax)
@@ -142,8 +142,9 @@ func slotsQueue(sd Decision) bool {
 	return queue
 }
 
-// sleep waits d or until ctx ends, reporting whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits d or until ctx ends, reporting whether the full wait
+// elapsed: a queued request's wait, for the engine and the ways in.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

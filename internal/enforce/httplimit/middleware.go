@@ -356,7 +356,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 				writeQueueTooLong(w, d)
 				return
 			}
-			if !sleep(r.Context(), d.Delay) {
+			if !enforce.Sleep(r.Context(), d.Delay) {
 				m.metrics.count(route, caller.Plan, "cancelled")
 				writeError(w, http.StatusServiceUnavailable, "queue_wait_cancelled",
 					"The request was cancelled while it waited its turn.")
@@ -614,18 +614,6 @@ func routeSlot(first *enforce.Limit, route string) uint64 {
 	h := uint64(uintptr(unsafe.Pointer(first))) ^ uint64(uintptr(unsafe.Pointer(unsafe.StringData(route))))*31
 	const bits = 10 // log2(routeLimitsSlots)
 	return h * 0x9E3779B97F4A7C15 >> (64 - bits)
-}
-
-// sleep waits d or until ctx ends, reporting whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // requestState is what the middleware tells the handler. It is itself the

@@ -168,7 +168,7 @@ func (m *Middleware) check(ctx context.Context, cred Credentials, route string, 
 			v.Header.Set("Retry-After", strconv.FormatInt(retry, 10))
 			return v, checked{caller: caller, outcome: requestlog.Rejected, layer: policy, retry: retry}
 		}
-		if !sleep(ctx, out.Delay) {
+		if !enforce.Sleep(ctx, out.Delay) {
 			m.metrics.count(route, caller.Plan, "cancelled")
 			v.refuseError(http.StatusServiceUnavailable, "queue_wait_cancelled", "The request was cancelled while it waited its turn.")
 			return v, checked{}
