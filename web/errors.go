@@ -100,7 +100,7 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	status, message, internal := errorStatus(err)
 	if internal {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("request failed", "method", r.Method, "path", loggedPath(r), "err", err)
 		// An unexpected failure while a dependency is down is almost
 		// certainly that outage: say so, as a temporary condition.
 		if down := s.failingDependencies(r.Context(), true); len(down) > 0 {
@@ -130,7 +130,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, c te
 		if r.Context().Err() != nil {
 			return
 		}
-		s.log.Error("render failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("render failed", "method", r.Method, "path", loggedPath(r), "err", err)
 		http.Error(w, "Internal error", http.StatusInternalServerError)
 		return
 	}
@@ -160,4 +160,18 @@ func (s *Server) page(r *http.Request, title, section string) views.Page {
 		})
 	}
 	return p
+}
+
+// loggedPath is r's path as a log line may show it: the value of a
+// {token} wildcard (a password-reset, sign-up or invitation link) is a
+// secret that lets its holder in, so it is replaced by "{token}".
+func loggedPath(r *http.Request) string {
+	if !strings.Contains(r.Pattern, "{token}") {
+		return r.URL.Path
+	}
+	token := r.PathValue("token")
+	if token == "" {
+		return r.URL.Path
+	}
+	return strings.ReplaceAll(r.URL.Path, token, "{token}")
 }

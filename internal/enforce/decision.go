@@ -45,6 +45,28 @@ func (d Decision) BindingIndex() int {
 	return best
 }
 
+// Degradable reports whether d is a rejection that serves the request
+// reduced rather than refusing it: every layer that rejected d is in
+// ModeDegrade. It names the first of them. One rejecting layer in reject
+// or queue mode refuses the request; shadow layers never reject. (This is
+// the tiers' degrade mode, not Outcome.Degraded, which says which store
+// answered.)
+func (d Decision) Degradable() (tier string, ok bool) {
+	for i := range d.Layers {
+		l := &d.Layers[i]
+		if l.Allowed || l.Limit.Mode == ModeShadow {
+			continue
+		}
+		if l.Limit.Mode != ModeDegrade {
+			return "", false
+		}
+		if tier == "" {
+			tier = l.Limit.Name
+		}
+	}
+	return tier, tier != ""
+}
+
 // hasShadow reports whether any of limits is a shadow limit.
 func HasShadow(limits []Limit) bool {
 	for i := range limits {

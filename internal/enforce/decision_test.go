@@ -63,3 +63,33 @@ func TestDecisionBinding(t *testing.T) {
 		})
 	}
 }
+
+func TestDecisionDegradable(t *testing.T) {
+	degrade := Limit{Name: "burst", Mode: ModeDegrade, Limit: 10}
+	degrade2 := Limit{Name: "daily", Mode: ModeDegrade, Limit: 100}
+	reject := Limit{Name: "global", Limit: 1000}
+	shadow := Limit{Name: "trial", Mode: ModeShadow, Limit: 5}
+	cases := []struct {
+		name     string
+		decision Decision
+		tier     string
+		ok       bool
+	}{
+		{"AdmittedIsNot", Decision{Allowed: true, Layers: []LayerResult{{Limit: degrade, Allowed: true}}}, "", false},
+		{"NoLayersIsNot", Decision{}, "", false},
+		{"DegradeRejectionIs", Decision{Layers: []LayerResult{{Limit: reject, Allowed: true}, {Limit: degrade}}}, "burst", true},
+		{"FirstDegradeLayerNamesIt", Decision{Layers: []LayerResult{{Limit: degrade2}, {Limit: degrade}}}, "daily", true},
+		{"OneRejectLayerRefuses", Decision{Layers: []LayerResult{{Limit: degrade}, {Limit: reject}}}, "", false},
+		{"QueueLayerRefuses", Decision{Layers: []LayerResult{{Limit: degrade}, {Limit: Limit{Name: "q", Mode: ModeQueue}}}}, "", false},
+		{"ShadowLayerIsIgnored", Decision{Layers: []LayerResult{{Limit: shadow}, {Limit: degrade}}}, "burst", true},
+		{"ShadowAloneIsNot", Decision{Layers: []LayerResult{{Limit: shadow}}}, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tier, ok := tc.decision.Degradable()
+			if tier != tc.tier || ok != tc.ok {
+				t.Fatalf("Degradable() = %q, %v; want %q, %v", tier, ok, tc.tier, tc.ok)
+			}
+		})
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 )
@@ -29,6 +29,15 @@ type Ask struct {
 	// whatever their Route, for a caller's whole picture (the key
 	// verification API asked about no route); Route then only labels it.
 	AllRoutes bool
+	// QueueFor is the longest the ask may wait for a slot of its
+	// concurrency limits in ModeQueue; 0 does not wait. An ask whose every
+	// refusing slot queues asks for them again, every 2 ms doubling to
+	// 50 ms (jittered), until it takes them or QueueFor has passed; the
+	// rate limits are decided once, after, and the usage series count the
+	// ask once. Outcome.SlotWait says how long it waited. A way in sets it
+	// to how long it will hold its request open; ctx ending stops the wait
+	// with ctx's error.
+	QueueFor time.Duration
 }
 
 // Degradation says why an Outcome is not the shared store's own answer.
@@ -62,9 +71,16 @@ type Outcome struct {
 	// Degraded says why the answer is not the shared store's own.
 	Degraded Degradation
 	// Lease holds the ask's concurrency slots when it has concurrency
-	// limits and was admitted; the way in releases it when the request
-	// ends (a nil Lease releases nothing).
+	// limits and its request runs: it was admitted, or rejected by
+	// degrade-mode layers only (Decision.Degradable), whose request is
+	// served reduced. The way in releases it when the request ends (a nil
+	// Lease releases nothing).
 	Lease *Lease
+	// SlotWait is how long the ask waited for its concurrency slots
+	// (Ask.QueueFor) before it took them; 0 when it took them at once or
+	// was refused. It is not Decision.Delay, the leaky bucket's wait still
+	// ahead of an admitted request.
+	SlotWait time.Duration
 }
 
 // Fired returns the layer that fired (a rejection's longest wait) or, when
@@ -86,6 +102,10 @@ type EngineOptions struct {
 	// SlotLease is how long a concurrency slot is held without renewal
 	// (0 means DefaultSlotLease).
 	SlotLease time.Duration
+	// Logger receives what the engine works around rather than returns:
+	// slots it failed to give back (their lease then runs out), rate
+	// layers it could not peek beside a refused slot. Nil discards them.
+	Logger *slog.Logger
 }
 
 // Engine decides asks over one Store. It is the one entry point every way
@@ -98,11 +118,15 @@ type Engine struct {
 	tally    Tallier
 	failOpen bool
 	lease    time.Duration
+	log      *slog.Logger
 }
 
 // NewEngine returns an Engine deciding with store.
 func NewEngine(store Store, opts EngineOptions) *Engine {
-	e := &Engine{store: store, failOpen: opts.FailureMode == FailOpen, lease: cmp.Or(opts.SlotLease, DefaultSlotLease)}
+	e := &Engine{store: store, failOpen: opts.FailureMode == FailOpen, lease: cmp.Or(opts.SlotLease, DefaultSlotLease), log: opts.Logger}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
 	e.into, _ = store.(LayersAllower)
 	e.slots, _ = store.(SlotStore)
 	e.tally = TallyOf(store)
@@ -142,7 +166,7 @@ func (e *Engine) DecideInto(ctx context.Context, ask Ask, layers []LayerResult) 
 	case ask.Peek:
 		d, err = e.store.Peek(ctx, req)
 	case HasConcurrency(limits):
-		d, out.Lease, err = e.decideSlots(ctx, req, layers)
+		d, out.Lease, out.SlotWait, err = e.decideSlots(ctx, req, ask.QueueFor, layers)
 	case e.into != nil:
 		d, err = e.into.AllowInto(ctx, req, layers)
 	default:
@@ -163,51 +187,6 @@ func (e *Engine) DecideInto(ctx context.Context, ask Ask, layers []LayerResult) 
 		out.Degraded = DegradedRegionShare
 	}
 	return out, nil
-}
-
-// decideSlots takes the concurrency limits' slots, then decides the rate
-// limits; a refused slot consumes no rate limit (they are only peeked) and
-// a rate rejection gives the slots back at once, so nothing is held or
-// consumed by a rejected ask.
-func (e *Engine) decideSlots(ctx context.Context, req Request, layers []LayerResult) (Decision, *Lease, error) {
-	if e.slots == nil {
-		return Decision{}, nil, fmt.Errorf("%w: %w", ErrInvalidRequest, ErrSlotsAllow)
-	}
-	slots, rate := SplitConcurrency(req.Limits)
-	sreq, rreq := req, req
-	sreq.Limits, rreq.Limits = slots, rate
-	lease, sd, err := e.slots.AcquireSlots(ctx, sreq, e.lease)
-	if err != nil {
-		return Decision{}, nil, err
-	}
-	if e.tally != nil && (!sd.Allowed || len(rate) == 0) {
-		// No Allow will count it (the rate layers are only peeked, or
-		// there are none): the usage series count it here.
-		e.tally.Tally(req, sd.Allowed)
-	}
-	if len(rate) == 0 {
-		return sd, lease, nil
-	}
-	var rd Decision
-	if !sd.Allowed {
-		rd, err = e.store.Peek(ctx, rreq)
-	} else if e.into != nil {
-		rd, err = e.into.AllowInto(ctx, rreq, layers)
-	} else {
-		rd, err = e.store.Allow(ctx, rreq)
-	}
-	if err != nil {
-		if lease != nil {
-			_ = lease.Release(context.WithoutCancel(ctx))
-		}
-		return Decision{}, nil, err
-	}
-	d := MergeLayers(req.Limits, sd, rd)
-	if !d.Allowed && lease != nil {
-		_ = lease.Release(context.WithoutCancel(ctx))
-		lease = nil
-	}
-	return d, lease, nil
 }
 
 // Applicable returns the limits that apply to route: plan-wide ones and the

@@ -126,7 +126,9 @@ func MaxLease(l Limit, instances int) int64 {
 
 // LeaseTTL is how long a lease of l lasts at most: a quarter of the window,
 // between 10 ms and one second. (A lease of a fixed window or sliding
-// counter also ends with its window.)
+// counter also ends with its window, and until then is renewed rather
+// than given back; a sliding log's, whose leftover cannot be given back,
+// is renewed until its entry leaves the log.)
 func LeaseTTL(l Limit) time.Duration {
 	return min(max(l.Window/4, 10*time.Millisecond), time.Second)
 }

@@ -9,12 +9,10 @@ import (
 
 // Charge spends units past the limits in the store that decides now: the
 // primary while it is in use, the local store while the breaker bypasses
-// it (enforce.Charger).
+// it, with each limit divided by the instance count as its decisions'
+// are (enforce.Charger).
 func (s *Store) Charge(ctx context.Context, req enforce.Request) error {
-	store := s.primary
-	if s.BreakerState() == "open" {
-		store = s.local
-	}
+	store, req := s.settling(req)
 	c, ok := store.(enforce.Charger)
 	if !ok {
 		return errors.ErrUnsupported

@@ -504,7 +504,7 @@ func (s *Store) fallback(ctx context.Context, req enforce.Request, peek bool, la
 		}
 		return enforce.Decision{}, fmt.Errorf("%w: %w", enforce.ErrStoreUnavailable, cause)
 	}
-	d, err := allowOrPeek(ctx, s.local, divideLimits(req, s.instances), peek, layers)
+	d, err := allowOrPeek(ctx, s.local, s.localRequest(req), peek, layers)
 	d.Local = err == nil
 	return d, err
 }
@@ -519,6 +519,24 @@ func allowOrPeek(ctx context.Context, store enforce.Store, req enforce.Request, 
 		return into.AllowInto(ctx, req, layers)
 	}
 	return store.Allow(ctx, req)
+}
+
+// localRequest returns req as the local store must see it, on every path
+// that reaches it (decisions, charges, refunds, slots): each limit divided by
+// the instance count. A charge or refund the local store took with whole
+// limits would land on a state of other figures than its decisions'.
+func (s *Store) localRequest(req enforce.Request) enforce.Request {
+	return divideLimits(req, s.instances)
+}
+
+// settling returns the store a charge or refund goes to, and req as that
+// store must see it: the primary while it is in use, the local store with
+// req's limits divided (localRequest) while the breaker bypasses it.
+func (s *Store) settling(req enforce.Request) (enforce.Store, enforce.Request) {
+	if s.BreakerState() == "open" {
+		return s.local, s.localRequest(req)
+	}
+	return s.primary, req
 }
 
 // divideLimits returns req with each Limit and Burst divided by n, rounded up

@@ -37,7 +37,7 @@ func (s *Store) AcquireSlots(ctx context.Context, req enforce.Request, lease tim
 		}
 		return nil, enforce.Decision{}, fmt.Errorf("%w: %w", enforce.ErrStoreUnavailable, err)
 	}
-	l, d, err := local.AcquireSlots(ctx, divideLimits(req, s.instances), lease)
+	l, d, err := local.AcquireSlots(ctx, s.localRequest(req), lease)
 	d.Local = err == nil
 	return l, d, err
 }

@@ -118,7 +118,6 @@ type Middleware struct {
 	// it returns a store's failure so that storeFailed answers it (and
 	// logs why) in the middleware's failure mode.
 	decider  *enforce.Engine
-	into     enforce.LayersAllower // store, when it can decide into a given slice
 	resolver enforce.Resolver
 	trusted  []netip.Prefix
 	log      *slog.Logger
@@ -139,9 +138,6 @@ type Middleware struct {
 	settled SettleRecorder
 	// slots holds the concurrency limits' slots: the store, when it can.
 	slots enforce.SlotStore
-	// tally counts in the usage series what no Allow counted (slot
-	// refusals, slot-only admissions); nil when the store keeps none.
-	tally enforce.Tallier
 	lease time.Duration
 	// tracer is nil when decisions are not traced; wayIn names the way in
 	// on their spans.
@@ -170,16 +166,12 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 		tracer:   opts.Tracer,
 		wayIn:    wayInName(opts.WayIn),
 	}
-	m.into, _ = store.(enforce.LayersAllower)
 	m.slots, _ = store.(enforce.SlotStore)
-	m.tally = enforce.TallyOf(store)
 	m.stamped = enforce.StampsDecisions(store)
-	m.engine = enforce.NewEngine(store, enforce.EngineOptions{FailureMode: opts.FailureMode, SlotLease: opts.SlotLease})
-	m.decider = enforce.NewEngine(store, enforce.EngineOptions{FailureMode: enforce.FailClosed, SlotLease: opts.SlotLease})
-	m.lease = cmp.Or(opts.SlotLease, enforce.DefaultSlotLease)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
+	m.setEngines(opts.FailureMode, opts.SlotLease)
 	if m.maxWait <= 0 {
 		m.maxWait = DefaultMaxQueueWait
 	}
@@ -194,10 +186,10 @@ func NewMiddleware(store enforce.Store, resolver enforce.Resolver, opts Options)
 // with way_in name (a WayIn constant; any other value is labelled
 // "other"), so that each way in of one portal is told apart on /metrics.
 func (m *Middleware) WayIn(name string) *Middleware {
-	return &Middleware{store: m.store, engine: m.engine, decider: m.decider, into: m.into, resolver: m.resolver, trusted: m.trusted,
+	return &Middleware{store: m.store, engine: m.engine, decider: m.decider, resolver: m.resolver, trusted: m.trusted,
 		log: m.log, failOpen: m.failOpen, maxWait: m.maxWait, now: m.now, stamped: m.stamped, epoch: m.epoch,
 		metrics: m.metrics.forWayIn(name), shadow: m.shadow, record: m.record, slots: m.slots, lease: m.lease,
-		tally: m.tally, reqlog: m.reqlog, settled: m.settled, tracer: m.tracer, wayIn: wayInName(name)}
+		reqlog: m.reqlog, settled: m.settled, tracer: m.tracer, wayIn: wayInName(name)}
 }
 
 // Wrap returns next with the caller's limits enforced. Register the result on
@@ -217,8 +209,10 @@ func (m *Middleware) WayIn(name string) *Middleware {
 // mode shaping traffic) waits before next runs, marked with
 // HeaderQueueDelay; a request whose context ends while waiting never reaches
 // next, and one whose wait would exceed MaxQueueWait is answered 429 at once.
-// Only leaky buckets queue: a queue-mode limit of another algorithm, or a
-// full leaky-bucket queue, answers 429 like reject mode.
+// A full queue-mode concurrency limit waits for a free slot, at most
+// MaxQueueWait, and says how long it waited in HeaderQueueDelay. Only those
+// two queue: a queue-mode limit of another algorithm, or a full
+// leaky-bucket queue, answers 429 like reject mode.
 //
 // Handlers read the caller and the decision with CallerFrom and DecisionFrom.
 //
@@ -284,21 +278,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		before = m.now()
 	}
 	start := time.Since(m.epoch)
-	req := enforce.Request{Subject: caller.Subject, Key: caller.Key, Route: route, Limits: limits, Anchor: caller.Anchor}
-	var d enforce.Decision
-	var err error
 	ctx, span := m.traceDecision(r.Context(), caller, route)
 	sctx, storeSpan := m.traceStore(ctx, span)
-	if m.slots != nil && enforce.HasConcurrency(limits) {
-		// Slots first, then the rate layers (middleware_slots.go); the
-		// slots are held until the handler returns or panics.
-		var held *heldSlots
-		d, held, err = m.decideHeld(sctx, w.Header(), req, scratch.layers)
-		st.held = held
-		defer held.release()
-	} else {
-		d, err = m.allow(sctx, req, scratch.layers)
+	out, err := m.decide(sctx, caller, route, limits, scratch.layers)
+	if out.Lease != nil {
+		// The slots are held, and renewed, until the handler returns or
+		// panics (middleware_slots.go).
+		st.held = m.hold(sctx, out.Lease)
+		defer st.held.release()
 	}
+	d := out.Decision
 	endStore(storeSpan, err)
 	endDecision(span, d, degradationOf(d), err)
 	m.metrics.observeIn(series, route, time.Since(m.epoch)-start)
@@ -307,6 +296,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 		return
 	}
 	h := w.Header()
+	if out.SlotWait > 0 {
+		// Waited for a queue-mode concurrency slot; a leaky bucket's
+		// delay below, still to be waited, takes the field over.
+		h.Set(HeaderQueueDelay, strconv.FormatInt(out.SlotWait.Milliseconds(), 10))
+	}
 	if !policyDescribes(limits, d.Layers) {
 		// The store decided other figures (a failover.Store's local
 		// fallback divides each limit by the instance count).
@@ -329,7 +323,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 	st.decision = d
 
 	if !d.Allowed {
-		exceeded, degrade := degradable(d)
+		exceeded, degrade := d.Degradable()
 		if !degrade {
 			m.metrics.countIn(series, route, caller.Plan, "rejected")
 			m.recordDecision(caller, route, hits, false)
@@ -362,7 +356,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 				writeQueueTooLong(w, d)
 				return
 			}
-			if !sleep(r.Context(), d.Delay) {
+			if !enforce.Sleep(r.Context(), d.Delay) {
 				m.metrics.count(route, caller.Plan, "cancelled")
 				writeError(w, http.StatusServiceUnavailable, "queue_wait_cancelled",
 					"The request was cancelled while it waited its turn.")
@@ -416,13 +410,25 @@ func (m *Middleware) countShadow(caller enforce.Caller, d enforce.Decision) {
 	}
 }
 
-// allow decides req, into layers (the request state's own) when the store
-// can, through the engine's Decide as every way in does; req's limits are
-// already the route's (Applicable keeps them as they are).
-func (m *Middleware) allow(ctx context.Context, req enforce.Request, layers []enforce.LayerResult) (enforce.Decision, error) {
-	caller := enforce.Caller{Subject: req.Subject, Key: req.Key, Limits: req.Limits, Anchor: req.Anchor}
-	out, err := m.decider.DecideInto(ctx, enforce.Ask{Caller: caller, Route: req.Route}, layers)
-	return out.Decision, err
+// decide asks the engine about caller's request on route, as every way
+// in does, into layers (the request state's own) when the store can;
+// limits are the caller's already filtered to the route (Applicable keeps
+// them as they are) and multiplied by its hits. A refused queue-mode
+// concurrency slot is waited for as long as a leaky bucket's turn.
+func (m *Middleware) decide(ctx context.Context, caller enforce.Caller, route string, limits []enforce.Limit, layers []enforce.LayerResult) (enforce.Outcome, error) {
+	c := enforce.Caller{Subject: caller.Subject, Key: caller.Key, Limits: limits, Anchor: caller.Anchor}
+	return m.decider.DecideInto(ctx, enforce.Ask{Caller: c, Route: route, QueueFor: m.maxWait}, layers)
+}
+
+// setEngines builds m's engines over its store with slots of lease (0
+// means DefaultSlotLease): the engine of Check, in the failure mode, and
+// the decider of the embedded path, which returns a store's failure for
+// storeFailed to answer.
+func (m *Middleware) setEngines(mode enforce.FailureMode, lease time.Duration) {
+	lease = cmp.Or(lease, enforce.DefaultSlotLease)
+	m.lease = lease
+	m.engine = enforce.NewEngine(m.store, enforce.EngineOptions{FailureMode: mode, SlotLease: lease, Logger: m.log})
+	m.decider = enforce.NewEngine(m.store, enforce.EngineOptions{FailureMode: enforce.FailClosed, SlotLease: lease, Logger: m.log})
 }
 
 // decidedAt is the instant d's ResetAfter counts from: the store's own
@@ -608,37 +614,6 @@ func routeSlot(first *enforce.Limit, route string) uint64 {
 	h := uint64(uintptr(unsafe.Pointer(first))) ^ uint64(uintptr(unsafe.Pointer(unsafe.StringData(route))))*31
 	const bits = 10 // log2(routeLimitsSlots)
 	return h * 0x9E3779B97F4A7C15 >> (64 - bits)
-}
-
-// degradable reports whether every layer that rejected d is in degrade mode,
-// and names the first of them. One rejecting layer in reject or queue mode
-// is enough for a 429.
-func degradable(d enforce.Decision) (string, bool) {
-	name := ""
-	for _, l := range d.Layers {
-		if l.Allowed {
-			continue
-		}
-		if l.Limit.Mode != enforce.ModeDegrade {
-			return "", false
-		}
-		if name == "" {
-			name = l.Limit.Name
-		}
-	}
-	return name, name != ""
-}
-
-// sleep waits d or until ctx ends, reporting whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // requestState is what the middleware tells the handler. It is itself the

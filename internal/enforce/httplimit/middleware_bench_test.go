@@ -30,7 +30,9 @@ func (w *discardWriter) WriteHeader(int)             {}
 // and handler without it; "failover" adds the FailoverStore's per-call
 // timeout goroutine; "redis" is the Redis store on the test Redis, its
 // parallel run with 64 goroutines sharing the one anonymous subject, whose
-// decisions the store coalesces. Figures: see the README's benchmark section.
+// decisions the store coalesces; "slots" adds a concurrency limit, whose
+// slot every request takes and gives back. Figures: see the README's
+// benchmark section and docs/benchmarks.md.
 //
 //	go test -run '^$' -bench BenchmarkMiddleware -benchmem ./internal/enforce/
 func BenchmarkMiddleware(b *testing.B) {
@@ -87,6 +89,18 @@ func BenchmarkMiddleware(b *testing.B) {
 			{Name: "bench-items", Algorithm: enforce.FixedWindow, Limit: 1, Window: time.Hour, Route: routeItems},
 		}}
 		return httplimit.NewMiddleware(mem(), over, httplimit.Options{}).Wrap(h)
+	}})
+	// "slots" adds a concurrency limit to the two layers: every request
+	// takes a slot before the rate layers are decided and gives it back
+	// when the handler returns.
+	cases = append(cases, struct {
+		name string
+		wrap func(http.Handler) http.Handler
+	}{"slots", func(h http.Handler) http.Handler {
+		held := &mwResolver{AnonLimits: append([]enforce.Limit{
+			{Name: "bench-inflight", Algorithm: enforce.Concurrency, Limit: 1_000_000},
+		}, never...)}
+		return httplimit.NewMiddleware(mem(), held, httplimit.Options{}).Wrap(h)
 	}})
 	for _, tc := range cases {
 		mux := http.NewServeMux()

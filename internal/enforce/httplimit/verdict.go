@@ -52,7 +52,10 @@ type Verdict struct {
 // caller presenting cred on route (a ServeMux pattern, "" for none),
 // counting as hits requests. Identity, limits, failure mode, metrics and
 // records are the middleware's own, as for Enforce; a queued request's
-// wait is slept before Check returns. Concurrency slots are kept: such a
+// wait (a leaky bucket's) is slept before Check returns, but a full
+// queue-mode concurrency limit refuses at once: its gateway bounds the
+// call more tightly than MaxQueueWait. Concurrency slots are kept, a
+// degraded request's too: such a
 // way in reports no completion, so each lasts the middleware's slot lease
 // (WithSlotLease: PORTAL_GATEWAY_SLOT_LEASE in the portal), which bounds
 // the requests admitted per lease; releasing them at once would let every
@@ -136,7 +139,7 @@ func (m *Middleware) check(ctx context.Context, cred Credentials, route string, 
 		v.Header.Set(HeaderStoreDegraded, string(out.Degraded))
 	}
 	if !out.Allowed {
-		if exceeded, degrade := degradable(out.Decision); degrade {
+		if exceeded, degrade := out.Degradable(); degrade {
 			m.metrics.count(route, caller.Plan, "degraded")
 			m.recordDecision(caller, route, hits, true)
 			v.Header.Set(HeaderDegraded, exceeded)
@@ -165,7 +168,7 @@ func (m *Middleware) check(ctx context.Context, cred Credentials, route string, 
 			v.Header.Set("Retry-After", strconv.FormatInt(retry, 10))
 			return v, checked{caller: caller, outcome: requestlog.Rejected, layer: policy, retry: retry}
 		}
-		if !sleep(ctx, out.Delay) {
+		if !enforce.Sleep(ctx, out.Delay) {
 			m.metrics.count(route, caller.Plan, "cancelled")
 			v.refuseError(http.StatusServiceUnavailable, "queue_wait_cancelled", "The request was cancelled while it waited its turn.")
 			return v, checked{}

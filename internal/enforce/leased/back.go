@@ -100,9 +100,17 @@ func (s *Store) flush() {
 // forgotten (its size adapts from its last rate meanwhile).
 const idleFor = time.Minute
 
-// sweep retires the leases that expired with units left, so that a
-// subject that stopped calling does not keep its units from the others.
+// sweep gives back what the leases that expired still hold, so that a
+// subject that stopped calling does not keep its units from the others; a
+// sliding log's lease, whose units cannot go back, is kept until its entry
+// leaves the log. Each lease's units are given back under its lock and
+// waited for (returnNow): a request here that finds it spent takes its next
+// lease after them, so an instance never holds a lease while the units of
+// its last are still on their way (they would be withheld from every
+// instance, on top of the leases). Once the store fails, the rest are
+// queued for flush.
 func (s *Store) sweep(now time.Time) {
+	var expired []*lease
 	for subject, v := range s.leases.Range {
 		sl := v.(*subjectLeases)
 		sl.mu.Lock()
@@ -115,9 +123,10 @@ func (s *Store) sweep(now time.Time) {
 				kept = append(kept, e)
 				continue
 			}
-			if !now.Before(e.expires) {
-				s.retire(e)
-				if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
+			if e.expiredAt(now) {
+				if e.units > 0 {
+					expired = append(expired, e)
+				} else if now.Sub(e.since) > idleFor && now.After(e.refusedUntil) {
 					e.dead = true
 				}
 			}
@@ -135,4 +144,23 @@ func (s *Store) sweep(now time.Time) {
 		}
 		sl.mu.Unlock()
 	}
+	up := true
+	for _, e := range expired {
+		e.mu.Lock()
+		if e.expiredAt(now) && e.units > 0 {
+			if up && now.UnixNano() >= s.down.Load() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				up = s.returnNow(ctx, e)
+				cancel()
+			}
+			s.retire(e)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// expiredAt reports whether e's lease can no longer be spent from at now:
+// past its lifetime, and a sliding log's past its entry's window too.
+func (e *lease) expiredAt(now time.Time) bool {
+	return !now.Before(e.expires) && !(e.keeps() && now.Before(e.windowEnd))
 }

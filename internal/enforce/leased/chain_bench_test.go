@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce/leased"
 	"github.com/sluicehq/sluice/internal/enforce/memstore"
 	"github.com/sluicehq/sluice/internal/enforce/redisstore"
-	"github.com/sluicehq/sluice/internal/ledger"
+	quotas "github.com/sluicehq/sluice/internal/ledger"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/internal/traffic"
 )
@@ -63,7 +63,7 @@ func BenchmarkPortalChain(b *testing.B) {
 	}
 	b.Run("memory", func(b *testing.B) {
 		mem := memstore.New(memstore.Options{})
-		run(b, ledger.New(mem, nil, ledger.Options{Shared: mem}), req(""))
+		run(b, quotas.New(mem, nil, quotas.Options{Shared: mem}), req(""))
 	})
 	b.Run("leased", func(b *testing.B) {
 		_, prefix := testenv.Redis(b)
@@ -78,7 +78,7 @@ func BenchmarkPortalChain(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer rs.Close()
-		lz := leased.New(ledger.New(failover.New(rs, failover.Options{}), nil, ledger.Options{Shared: rs}), rs, leased.Options{})
+		lz := leased.New(quotas.New(failover.New(rs, failover.Options{}), nil, quotas.Options{Shared: rs}), rs, leased.Options{})
 		defer lz.Close()
 		run(b, lz, req(enforce.PrecisionLeased))
 		b.StopTimer()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/enforce"
+	"github.com/sluicehq/sluice/internal/enforce/leased"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -29,8 +31,23 @@ func TestLeaseHolderProcess(t *testing.T) {
 	}
 	// The parent's Redis (a miniredis of its own when the tests run
 	// without one is not this process's).
-	s := instanceAt(t, os.Getenv("SLUICE_LEASE_HOLDER_REDIS"), prefix, 2)
-	req := enforce.Request{Subject: "dev:killed", Limits: []enforce.Limit{killLimit}}
+	url := os.Getenv("SLUICE_LEASE_HOLDER_REDIS")
+	var s *leased.Store
+	lim := killLimit
+	if at := os.Getenv("SLUICE_LEASE_HOLDER_AT"); at != "" {
+		// The bucket, on the parent's stopped clock.
+		ns, err := strconv.ParseInt(at, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := &stepClock{}
+		clock.ns.Store(ns)
+		s, _ = countedInstanceAt(t, url, prefix, 2, clock.Now, newLedger(clock.Now, killBucket.Algorithm, killBucket.Window))
+		lim = killBucket
+	} else {
+		s = instanceAt(t, url, prefix, 2)
+	}
+	req := enforce.Request{Subject: "dev:killed", Limits: []enforce.Limit{lim}}
 	for i := 1; ; i++ {
 		d, err := s.Allow(context.Background(), req)
 		if err != nil || !d.Allowed {
@@ -113,12 +130,68 @@ func TestKilledInstanceStrandsAtMostItsLease(t *testing.T) {
 	t.Logf("killed window: %d admitted of %d (a lease is at most %d); next window %d", got, want, b.Lease, admitted[window+1])
 }
 
-// holdAndKill runs TestLeaseHolderProcess on prefix until it holds a lease,
-// then SIGKILLs it.
-func holdAndKill(t *testing.T, prefix string) {
+// killBucket is the token bucket the stopped-clock kill test runs: 2
+// instances, so a lease is at most 40; a window refills it whole.
+var killBucket = enforce.Limit{Name: "plan", Algorithm: enforce.TokenBucket, Limit: 4000, Window: time.Hour, Precision: enforce.PrecisionLeased}
+
+// TestKilledInstanceStrandsAtMostItsLeaseOfABucket: a token bucket's lease
+// holder SIGKILLed takes at most its lease with it, until the bucket
+// refills. The holder and the survivor run on one stopped clock (Redis's
+// included), so the figures are exact counts: Redis has lost at most one
+// lease besides the holder's admissions, the survivor is admitted every
+// unit Redis has left, and a window later the bucket is whole.
+func TestKilledInstanceStrandsAtMostItsLeaseOfABucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process to kill")
+	}
+	_, prefix := testenv.Redis(t)
+	clock := &stepClock{}
+	clock.ns.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	holdAndKill(t, prefix, "SLUICE_LEASE_HOLDER_AT="+strconv.FormatInt(clock.ns.Load(), 10))
+
+	g := newLedger(clock.Now, killBucket.Algorithm, killBucket.Window)
+	survivor, rs := countedInstance(t, prefix, 2, clock.Now, g)
+	req := enforce.Request{Subject: "dev:killed", Limits: []enforce.Limit{killBucket}}
+	ctx := context.Background()
+	d, err := rs.Peek(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := enforce.LeaseBounds(killBucket, 2)
+	left := d.Layers[0].Remaining
+	// The holder admitted 10 and held the rest of its leases when killed.
+	if stranded := killBucket.Limit - 10 - left; stranded < 1 || stranded > b.Lease {
+		t.Errorf("Redis has %d of %d left after the holder admitted 10: %d stranded; want 1 to one lease (%d)", left, killBucket.Limit, stranded, b.Lease)
+	}
+	drain := func() (admitted int64) {
+		for {
+			d, err := survivor.Allow(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Allowed {
+				return admitted
+			}
+			admitted++
+		}
+	}
+	if got := drain(); got != left {
+		t.Errorf("the survivor was admitted %d with %d left in Redis", got, left)
+	}
+	g.step(clock, killBucket.Window)
+	if got := drain(); got != killBucket.Limit {
+		t.Errorf("a window after the kill the survivor was admitted %d; want the whole bucket, %d", got, killBucket.Limit)
+	}
+	t.Logf("killed holder: %d stranded of %d (a lease is at most %d)", killBucket.Limit-10-left, killBucket.Limit, b.Lease)
+}
+
+// holdAndKill runs TestLeaseHolderProcess on prefix, with env added to its
+// environment, until it holds a lease, then SIGKILLs it.
+func holdAndKill(t *testing.T, prefix string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseHolderProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "SLUICE_LEASE_HOLDER_PREFIX="+prefix, "SLUICE_LEASE_HOLDER_REDIS="+testenv.RedisURL(t))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -28,9 +28,10 @@ type lease struct {
 	granted time.Time // the shared store's clock at the grant: Refund's at
 	expires time.Time // this instance's clock
 	// windowEnd is when the window a fixed window's or sliding counter's
-	// lease is counted in ends (this instance's clock), zero for the other
-	// algorithms: until then an expired lease's units are still the
-	// window's, and the lease is renewed rather than given back.
+	// lease is counted in ends, or a sliding log's lease's entry leaves the
+	// log (this instance's clock); zero for the buckets. Until then an
+	// expired lease's units still count against the limit whatever happens,
+	// and the lease is renewed rather than given back.
 	windowEnd time.Time
 	// remaining is what the shared store had left after the grant, resetAt
 	// when the limit is fully available again (instance clock).
@@ -150,11 +151,17 @@ func (s *Store) held(req enforce.Request, i int, now time.Time) int64 {
 	e := s.entry(&req, i, nil)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if now.Before(e.expires) {
+	if !e.expiredAt(now) {
 		return e.units
 	}
 	return 0
 }
+
+// keeps reports whether e's units stay with this instance until windowEnd
+// when it expires: a sliding log's leftover cannot be given back (its entry
+// is the lease's, in time order), so the sweep leaves it for the next
+// request here rather than strand it in the log until the entry leaves.
+func (e *lease) keeps() bool { return e.limit.Algorithm == enforce.SlidingWindowLog }
 
 // sameFigures reports whether a lease of a was taken under b's figures.
 func sameFigures(a, b *enforce.Limit) bool {
@@ -217,17 +224,9 @@ func (s *Store) reserve(ctx context.Context, req *enforce.Request, i int, sl *su
 	// Spent or expired: what is left goes back, and a new lease is sized
 	// by the rate this one was spent at.
 	n := e.nextSize(*l, s.instances, now)
-	if e.units > 0 {
-		// Given back before the next lease is taken, so that the store
-		// holds them when anyone asks next, this instance included.
-		g := s.backOf(e, e.units, e.granted)
-		if err := s.taker.Refund(ctx, g.req, g.at); err != nil && !errors.Is(err, enforce.ErrNotRefundable) {
-			s.queue(g)
-		} else if err == nil {
-			s.stats.GivenBack.Add(e.units)
-		}
-		e.units = 0
-	}
+	// Given back before the next lease is taken, so that the store holds
+	// them when anyone asks next, this instance included.
+	s.returnNow(ctx, e)
 	refused, got, at, err := s.take(ctx, *req, i, n, now, e)
 	if err != nil {
 		s.down.Store(now.Add(time.Second).UnixNano())
@@ -268,7 +267,8 @@ func (s *Store) take(ctx context.Context, req enforce.Request, i int, n int64, n
 			e.granted, e.remaining = d.At, lr.Remaining
 			e.resetAt = sent.Add(lr.ResetAfter)
 			e.expires = sent.Add(enforce.LeaseTTL(l))
-			if l.Algorithm == enforce.FixedWindow || l.Algorithm == enforce.SlidingWindowCounter {
+			switch l.Algorithm {
+			case enforce.FixedWindow, enforce.SlidingWindowCounter:
 				// The lease ends with the window it was counted in, so
 				// the window's count holds every request it admits.
 				w := l.Window.Microseconds()
@@ -277,6 +277,14 @@ func (s *Store) take(ctx context.Context, req enforce.Request, i int, n int64, n
 				if e.windowEnd.Before(e.expires) {
 					e.expires = e.windowEnd
 				}
+			case enforce.SlidingWindowLog:
+				// The lease's entry is in the log until a window after
+				// it was logged (no earlier than sent): its units are
+				// spent there or nowhere, and one lease per instance
+				// spent late is the stated over-admission however late.
+				e.windowEnd = sent.Add(l.Window)
+			default:
+				e.windowEnd = time.Time{}
 			}
 			e.since, e.taken, e.size = sent, n, n
 			return lr, n, d.At, nil
@@ -344,6 +352,26 @@ func (s *Store) release(r reservation) {
 		return
 	}
 	s.giveBack(e, r.units, r.granted)
+}
+
+// returnNow gives back what is left of e's lease and waits for the shared
+// store to have it, unless the store fails (then it is queued); e.mu is
+// held, so that no request here takes a new lease while these units are
+// on their way. It reports whether the store answered.
+func (s *Store) returnNow(ctx context.Context, e *lease) bool {
+	if e.units <= 0 {
+		return true
+	}
+	g := s.backOf(e, e.units, e.granted)
+	err := s.taker.Refund(ctx, g.req, g.at)
+	switch {
+	case err == nil:
+		s.stats.GivenBack.Add(e.units)
+	case !errors.Is(err, enforce.ErrNotRefundable):
+		s.queue(g)
+	}
+	e.units = 0
+	return err == nil || errors.Is(err, enforce.ErrNotRefundable)
 }
 
 // retire gives back what is left of e's lease; e.mu is held.

@@ -170,3 +170,26 @@ func TestCloseGivesBack(t *testing.T) {
 		t.Fatalf("shared remaining after one request and Close = %d, want 9,999", d.Layers[0].Remaining)
 	}
 }
+
+// A sliding log's leftover cannot be given back, so its lease is kept
+// until its entry leaves the window: a subject calling steadily at half a
+// lease per lifetime is admitted every request the exact log admits, not
+// half of them with the rest stranded in the log.
+func TestSlidingLogLeaseOutlivesItsLifetime(t *testing.T) {
+	c, _, open := setup(t, 1)
+	s := open()
+	// A lease of at most 20 lives a second; 10 requests a second.
+	l := enforce.Limit{Name: "plan", Algorithm: enforce.SlidingWindowLog, Limit: 1000, Window: 100 * time.Second, Precision: enforce.PrecisionLeased}
+	req := enforce.Request{Subject: "dev:1", Limits: []enforce.Limit{l}}
+	b := enforce.LeaseBounds(l, 1)
+	admitted := int64(0)
+	for range 1000 {
+		if allow(t, s, req).Allowed {
+			admitted++
+		}
+		c.Add(100 * time.Millisecond)
+	}
+	if least := l.Limit - b.Under; admitted < least {
+		t.Fatalf("admitted %d of 1,000 requests in one window of a limit of 1,000; want at least %d (under-admission %d)", admitted, least, b.Under)
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/internal/enforce"
@@ -225,18 +227,66 @@ type subjectState struct {
 	lim0 limitState
 
 	// The line a decision reads.
-	dead bool // swept out of its shard's table: look the subject up again
 	// nlimits is how many limit states the subject holds, lim0 first, so
 	// that a decision on a one-limit plan does not read extra, whose
 	// cache line is not the state's (a miss on every decision over
 	// 100,000 subjects once their usage had spilled into it).
 	nlimits uint32
-	subject string
+	dead    bool // swept out of its shard's table: look the subject up again
+	// The subject's name is kept on this line, so that telling the subject
+	// from another whose tag it shares reads no other memory: up to
+	// subjectInline bytes in inline (inlineLen of them), a longer name in
+	// a copy that long points to (inlineLen 0). Keeping the caller's
+	// string instead would make the name an object of its own, allocated
+	// when the subject first came: every decision whose request carries a
+	// string of its own (a header's value, an address formatted anew) would
+	// read one more line to compare it, a cache miss over 100,000
+	// subjects, and the store would keep whatever buffer the caller cut
+	// it from.
+	inlineLen uint8
+	inline    [subjectInline]byte
+	long      *string
 	// guard is until when a limit is exhausted (µs): the latest decision
 	// found a layer with nothing remaining, so forgetting the subject
 	// before then would hand it a fresh budget early.
 	guard int64
 	extra *subjectExtra
+}
+
+// subjectInline is the longest subject name a state holds in place: 18
+// bytes fill the state's second line, and hold "ip:" and any IPv4 address,
+// "key:" or "dev:" and an id of 14 digits.
+const subjectInline = 18
+
+// newSubjectState returns an empty state of subject, its last write at
+// last.
+func newSubjectState(subject string, last int64) *subjectState {
+	sub := &subjectState{last: last}
+	if len(subject) <= subjectInline {
+		sub.inlineLen = uint8(len(subject))
+		copy(sub.inline[:], subject)
+	} else {
+		long := strings.Clone(subject)
+		sub.long = &long
+	}
+	return sub
+}
+
+// is reports whether sub is the state of subject.
+func (sub *subjectState) is(subject string) bool {
+	if n := int(sub.inlineLen); n != 0 {
+		return len(subject) == n && string(sub.inline[:n]) == subject
+	}
+	return *sub.long == subject
+}
+
+// subject is sub's subject. An inline name is returned in place, without
+// copying: its bytes do not change once the state is made.
+func (sub *subjectState) subject() string {
+	if n := int(sub.inlineLen); n != 0 {
+		return unsafe.String(&sub.inline[0], n)
+	}
+	return *sub.long
 }
 
 // subjectExtra is what a subject holds beyond one limit's state and one

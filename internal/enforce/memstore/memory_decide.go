@@ -199,7 +199,7 @@ func (s *Store) allowOne(d *enforce.Decision, req *enforce.Request, set *limitSe
 	// The clock is read before the lock, as in decideWith.
 	now := s.clock()
 	sub.mu.Lock()
-	if sub.subject != req.Subject {
+	if !sub.is(req.Subject) {
 		// Another subject's tag: look the subject up.
 		sub.mu.Unlock()
 		if sub = sh.get(h, req.Subject); sub == nil {

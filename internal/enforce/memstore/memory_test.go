@@ -460,7 +460,7 @@ func probeLengths(s *Store) (mean float64, longest uint64) {
 				if sub == nil {
 					continue
 				}
-				d := (uint64(b) - s.hash(sub.subject)&t.mask) & t.mask
+				d := (uint64(b) - s.hash(sub.subject())&t.mask) & t.mask
 				sum += d
 				n++
 				longest = max(longest, d)
@@ -536,7 +536,9 @@ func TestSubjectStateLayout(t *testing.T) {
 		{"lim0.ext", unsafe.Offsetof(sub.lim0) + unsafe.Offsetof(sub.lim0.ext)},
 		{"dead", unsafe.Offsetof(sub.dead)},
 		{"nlimits", unsafe.Offsetof(sub.nlimits)},
-		{"subject", unsafe.Offsetof(sub.subject)},
+		{"inlineLen", unsafe.Offsetof(sub.inlineLen)},
+		{"inline", unsafe.Offsetof(sub.inline)},
+		{"long", unsafe.Offsetof(sub.long)},
 		{"guard", unsafe.Offsetof(sub.guard)},
 		{"extra", unsafe.Offsetof(sub.extra)},
 	}

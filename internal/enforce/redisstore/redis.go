@@ -8,7 +8,6 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,9 +24,6 @@ import (
 	"github.com/sluicehq/sluice/internal/enforce"
 	"github.com/sluicehq/sluice/internal/enforce/storemetrics"
 )
-
-//go:embed scripts/decide.lua
-var decideScript string
 
 // Options configures a Store; the zero value is ready for
 // production.

@@ -2,16 +2,11 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/internal/enforce"
 )
-
-//go:embed scripts/adjust.lua
-var adjustScript string
 
 // GrantQuota is memstore.Store.GrantQuota on Redis, atomic with decisions.
 func (s *Store) GrantQuota(ctx context.Context, req enforce.Request, units int64) (enforce.LayerResult, error) {
@@ -51,8 +46,7 @@ func (s *Store) adjust(ctx context.Context, req enforce.Request, op string) (enf
 	}
 	start, end := enforce.PeriodBounds(p.Period, now, enforce.AnchorMicros(req.Anchor))
 	key := s.prefix + "{" + req.Subject + "}"
-	script := redis.NewScript(adjustScript)
-	if err := script.Run(ctx, s.client, []string{key}, la.field, start, op, la.args[6], end+p.Window, now).Err(); err != nil {
+	if err := adjustScript.Run(ctx, s.client, []string{key}, la.field, start, op, la.args[6], end+p.Window, now).Err(); err != nil {
 		return enforce.LayerResult{}, fmt.Errorf("adjust quota: %w", classify(err))
 	}
 	d, err := s.Peek(ctx, req)

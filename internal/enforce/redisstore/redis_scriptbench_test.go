@@ -18,9 +18,11 @@ import (
 // SLOWLOG (which the benchmark turns on for every command, so point it at a
 // private redis-server): the figure the script's tricks are measured by,
 // free of the client and the network. With SCRIPT_AB=<file.lua>, a former
-// version of the script taking the same arguments (git show
-// <commit>:internal/enforce/redisstore/scripts/decide.lua), the two alternate call by
-// call on the same state and both medians are reported. Times move with the
+// version of the script taking the same arguments (the script as Redis ran
+// it: git show <commit>:internal/enforce/redisstore/scripts/record.lua and
+// then scripts/decide.lua, concatenated; scripts/decide.lua alone for
+// commits before record.lua), the two alternate call by call on the same
+// state and both medians are reported. Times move with the
 // machine's load; testdata/count_decide.lua counts the script's Lua
 // instructions per decision on the same batches, which do not.
 func BenchmarkRedisScriptBatch(b *testing.B) {

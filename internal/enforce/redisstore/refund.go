@@ -2,19 +2,12 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/internal/enforce"
 )
-
-//go:embed scripts/refund.lua
-var refundSource string
-
-var refundScript = redis.NewScript(refundSource)
 
 // Refund is memstore.Store.Refund on Redis, in one script call atomic with
 // decisions (scripts/refund.lua): each of req's limits gets its Cost units
@@ -48,7 +41,9 @@ func (s *Store) Refund(ctx context.Context, req enforce.Request, at time.Time) e
 			la = la.scoped(req.Key)
 		}
 		code := p.Code()
-		args = append(args, la.field+"@"+la.args[6].(string), code, p.Cost, enforce.RefundID(&p, atUS, anchor), strconv.FormatFloat(p.Interval, 'g', -1, 64))
+		// The interval in plain digits: miniredis's tonumber reads no
+		// exponent in a number without a point ("6e+06").
+		args = append(args, la.field+"@"+la.args[6].(string), code, p.Cost, enforce.RefundID(&p, atUS, anchor), strconv.FormatFloat(p.Interval, 'f', -1, 64))
 	}
 	if len(args) > 1 {
 		ctx, cancel := context.WithTimeout(ctx, s.timeout)

@@ -30,11 +30,13 @@
 --             its state there, in one record per limit
 --   KEYS[q+j]  the j-th sliding log's hash (see LOG below)
 -- Records: limit field F's state is the field F..'@'..<its figures>, its
--- value packed doubles (see decode): a bucket's virtual finish time (tat); a
--- fixed window's index and count; a sliding counter's index, current and
--- previous counts; a quota's period start and count; and last, the record's
--- TTL mark, the TTL (us) the hash was given when the record was last
--- written, so the hash's TTL moves only when a state outlives its mark. A
+-- value packed doubles in the layout of record.lua, which Redis runs ahead
+-- of this body (its TWO, pack, sunpack, decode, encode, drop_fields and
+-- struct_lib are used here): a bucket's virtual finish time (tat); a fixed
+-- window's index and count; a sliding counter's index, current and previous
+-- counts; a quota's period start and count; and last, the record's TTL
+-- mark, the TTL (us) the hash was given when the record was last written,
+-- so the hash's TTL moves only when a state outlives its mark. A
 -- limit edited in place finds no record under its new name (load): the
 -- state of its record under the former figures is rescaled to the new ones
 -- as rescale in algorithm.go does, and written back under them with the
@@ -79,9 +81,6 @@ end
 -- mode; st is its counter states as read, pos[i] where limit i's state is
 -- (its first field in st, or a sliding log's first key in KEYS), nil when
 -- the request has one limit; e is when the hash's TTL runs out.
--- TWO are the codes whose state is an index and a count (F, F:+): a fixed
--- window's, and a quota's (the period's start and its count).
-local TWO = {fw = true, qd = true, qm = true, qy = true}
 
 -- A quota's calendar, as periodBounds in quota.go computes it, in UTC
 -- integer arithmetic: days_from_civil and civil_from_days are Howard
@@ -168,27 +167,6 @@ local same, hmn
 local NR, DR, POS, PREV, DIRTY, ST, E = {}, {}, {}, {}, {}, {}, {}
 local HM = {'HMGET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 local HS = {'HSET', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
--- Records are packed little-endian doubles (struct, in Redis's Lua), which
--- hold every state exactly and cost neither strtod to read nor the
--- %.17g a Lua number costs redis.call to write. miniredis, the tests'
--- fallback without a Redis, has no struct: there records are the numbers'
--- %.17g texts, space-separated.
-local pack, sunpack
-local lib = rawget(_G, 'struct')
-if lib then
-  pack, sunpack = lib.pack, lib.unpack
-else
-  pack = function(_, ...)
-    local t = {...}
-    for i = 1, #t do t[i] = string.format('%.17g', t[i]) end
-    return table.concat(t, ' ')
-  end
-  sunpack = function(_, r)
-    local t = {}
-    for w in string.gmatch(r, '%S+') do t[#t + 1] = tonumber(w) end
-    return unpack(t)
-  end
-end
 -- R holds a request's nine results per layer, stride 9, reused by every
 -- request and coalesced call: building a table costs Lua more than the
 -- arithmetic.
@@ -271,8 +249,8 @@ end
 -- With struct (Redis's Lua, not miniredis), the same bytes in C: a logged
 -- request's metadata write and read took some 170 Lua instructions in
 -- be7 and d7.
-if lib then
-  local pk, up = lib.pack, lib.unpack
+if struct_lib then
+  local pk, up = struct_lib.pack, struct_lib.unpack
   pack_entry = function(ts, c)
     if c >= 1 and c <= 255 and c % 1 == 0 then return pk('>I7B', ts, c) end
     return pk('>I7BBI7', ts, 0, 0, c)
@@ -286,33 +264,6 @@ if lib then
     if #m >= 49 then x = up('>I7', m, 43) end
     return h, o, s, n, z, a, x
   end
-end
-
--- decode returns the state a, y, z and the TTL mark e of a record of
--- algorithm code: a bucket's record is its tat and e; a fixed window's or a
--- quota's its index or start, count and e; a sliding counter's its index,
--- current and previous counts and e.
-local function decode(code, r)
-  if code == 'swc' then
-    local a, y, z, e = sunpack('<dddd', r)
-    return a, y, z, e
-  elseif TWO[code] then
-    local a, y, e = sunpack('<ddd', r)
-    return a, y, nil, e
-  end
-  local a, e = sunpack('<dd', r)
-  return a, nil, nil, e
-end
-
--- record packs limit i's state x, y, z and TTL mark e.
-local function record(i, x, y, z, e)
-  local code = V[8 * i - 7]
-  if code == 'swc' then
-    return pack('<dddd', x, y, z, e)
-  elseif TWO[code] then
-    return pack('<ddd', x, y, e)
-  end
-  return pack('<dd', x, e)
 end
 
 -- load puts in st at p the state of counter limit i, whose record is
@@ -618,13 +569,12 @@ end
 -- mark e, and returns the new end of HS. A limit whose record was missing
 -- has what it was read from deleted (so an edited tier keeps one record).
 local function put(m, i, x, y, z, e)
-  HS[m + 1], HS[m + 2] = NR[i], record(i, x, y, z, e)
+  HS[m + 1], HS[m + 2] = NR[i], encode(V[8 * i - 7], x, y, z, e)
   m = m + 2
   if fixed and fixed[i] then
     local pv = PREV[i]
     if pv == 1 then
-      local f = V[8 * i - 2]
-      call('HDEL', K, f, f .. ':+', f .. ':-', f .. ':#', 'e')
+      drop_fields(K, V[8 * i - 2])
     elseif pv then
       call('HDEL', K, V[8 * i - 2] .. '@' .. pv)
     end
@@ -767,7 +717,7 @@ local function decide()
           HS[2] = K
           call(unpack(HS, 1, put(2, 1, x, y, z, e)))
         else
-          call('HSET', K, NR[1], record(1, x, y, z, e))
+          call('HSET', K, NR[1], encode(V[1], x, y, z, e))
         end
         if ttl then expire(ttl, fx) end
       end
@@ -806,7 +756,8 @@ local function decide()
           e = ceil(exp + VW)
           if e > ttl then ttl = e end
         end
-        -- (a record whose state and mark stay is not written)
+        -- (a record whose state and mark stay is not written; encode
+        -- inlined, a Lua call a record)
         if e ~= E[p] or x ~= st[p] or y ~= st[p + 2] or z ~= st[p + 3] then
           if code == 'swc' then
             HS[m + 2] = pack('<dddd', x, y, z, e)

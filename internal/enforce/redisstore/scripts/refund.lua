@@ -1,6 +1,7 @@
 -- refund.lua: units a decision consumed given back (a lease's unused part,
 -- a request whose cost was settled lower), atomically with decide.lua,
--- whose records it rewrites (see there for their layout). It mirrors
+-- whose records it rewrites (record.lua, which Redis runs ahead of this
+-- body, holds their layout and their decode and encode). It mirrors
 -- enforce.RefundState rule for rule.
 --
 -- KEYS[1]  the subject's state hash
@@ -19,25 +20,6 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local tunpack = unpack
-local pack, unpack
-local lib = rawget(_G, 'struct')
-if lib then
-  pack, unpack = lib.pack, lib.unpack
-else
-  -- miniredis, the tests' fallback, has no struct (see decide.lua)
-  pack = function(_, ...)
-    local t = {...}
-    for i = 1, #t do t[i] = string.format('%.17g', t[i]) end
-    return table.concat(t, ' ')
-  end
-  unpack = function(_, r)
-    local t = {}
-    for w in string.gmatch(r, '%S+') do t[#t + 1] = tonumber(w) end
-    return tunpack(t)
-  end
-end
-local TWO = {fw = true, qd = true, qm = true, qy = true}
 -- a count goes no lower than zero, or than itself when already below
 local function less(c, u)
   return math.max(c - u, math.min(c, 0))
@@ -47,27 +29,25 @@ for p = 2, #ARGV, 5 do
   local rf, code, u, id = ARGV[p], ARGV[p + 1], tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3])
   local r = redis.call('HGET', K, rf)
   if r and u > 0 then
+    local a, y, z, e = decode(code, r)
     if code == 'swc' then
-      local a, y, z, e = unpack('<dddd', r)
       if a == id then
-        redis.call('HSET', K, rf, pack('<dddd', a, less(y, u), z, e))
-        changed = changed + 1
+        y = less(y, u)
       elseif a == id + 1 then
-        redis.call('HSET', K, rf, pack('<dddd', a, y, less(z, u), e))
-        changed = changed + 1
+        z = less(z, u)
+      else
+        a = nil
       end
     elseif TWO[code] then
-      local a, y, e = unpack('<ddd', r)
-      if a == id then
-        redis.call('HSET', K, rf, pack('<ddd', a, less(y, u), e))
-        changed = changed + 1
-      end
+      if a == id then y = less(y, u) else a = nil end
     elseif code == 'tb' or code == 'lb' then
-      local tat, e = unpack('<dd', r)
-      if tat > now then
-        redis.call('HSET', K, rf, pack('<dd', math.max(tat - u * tonumber(ARGV[p + 4]), now), e))
-        changed = changed + 1
-      end
+      if a > now then a = math.max(a - u * tonumber(ARGV[p + 4]), now) else a = nil end
+    else
+      a = nil
+    end
+    if a then
+      redis.call('HSET', K, rf, encode(code, a, y, z, e))
+      changed = changed + 1
     end
   end
 end

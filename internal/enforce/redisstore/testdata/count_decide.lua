@@ -7,15 +7,20 @@
 -- versions of the script exactly; what it leaves out is Redis's side (the
 -- calls, converting their arguments and replies, parsing strings).
 --
---   lua5.1 internal/enforce/testdata/count_decide.lua internal/enforce/scripts/decide.lua [layers] [calls] [count|profile|dump|time]
+--   cd internal/enforce/redisstore
+--   lua5.1 testdata/count_decide.lua scripts/record.lua,scripts/decide.lua [layers] [calls] [count|profile|dump|time]
 --
+-- The script is its files, comma-separated, run as one text: the store
+-- sends record.lua ahead of decide.lua's body (scripts.go); a former
+-- version kept whole (testdata/decide_main.lua) is one file.
 -- (apt-get install lua5.1: Redis runs Lua 5.1.) profile prints the
 -- instructions per decision of each line of the script, busiest first;
 -- dump prints one call's reply; time times the Lua alone (os.clock).
 local path, layers, calls, mode = arg[1], tonumber(arg[2] or 3), tonumber(arg[3] or 50), arg[4] or 'count'
 local PROFILE = mode == 'profile'
 if PROFILE then mode = 'count' end
-local src = assert(io.open(path)):read('*a')
+local src = ''
+for file in string.gmatch(path, '[^,]+') do src = src .. assert(io.open(file)):read('*a') end
 local chunk = assert(loadstring(src, 'decide'))
 local db = {}
 local ncalls = {}
